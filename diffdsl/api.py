@@ -1,0 +1,178 @@
+"""`Program`: a `.dd` file compiled once and evaluated many times."""
+
+from __future__ import annotations
+
+import difflib
+from pathlib import Path
+
+import numpy as np
+
+from .errors import InputError, UsageError
+from .ir import Graph, Port
+from .lower import lower
+from .parse import parse
+
+DTYPES = {"float64": np.float64, "float32": np.float32}
+BACKENDS = ("auto", "numpy")
+
+
+class Stats:
+    """Counts of the expensive steps, so tests can watch that re-evaluation builds nothing."""
+
+    def __init__(self):
+        self.graphs_built = 0  # graphs lowered from source or derived by autodiff
+        self.kernels_built = 0  # kernels generated and compiled by a backend
+
+    @property
+    def builds(self) -> int:
+        return self.graphs_built + self.kernels_built
+
+
+def load(path, **options) -> Program:
+    """Read and compile a `.dd` file."""
+    path = Path(path)
+    try:
+        source = path.read_text(encoding="utf-8")
+    except OSError as exc:
+        raise UsageError(f"cannot read {path}: {exc.strerror or exc}") from None
+    except UnicodeDecodeError:
+        raise UsageError(f"{path} is not UTF-8 text") from None
+    return compile(source, filename=str(path), **options)
+
+
+def compile(source: str, filename: str = "<string>", backend: str = "auto",
+            dtype: str = "float64") -> Program:  # noqa: A001 - the name INTERFACE.md fixes
+    """Compile `.dd` source text into a `Program`."""
+    graph = lower(parse(source, filename))
+    return Program(graph, filename=filename, backend=backend, dtype=dtype)
+
+
+class Program:
+    """A compiled `.dd` program. Every method re-evaluates from the inputs it is given."""
+
+    def __init__(self, graph: Graph, filename: str = "<string>", backend: str = "auto",
+                 dtype: str = "float64"):
+        self.graph = graph
+        self.filename = filename
+        self.stats = Stats()
+        self.stats.graphs_built += 1
+        self.backend = _check_backend(backend)
+        self.dtype = _check_dtype(dtype)
+
+    @property
+    def inputs(self) -> dict[str, tuple]:
+        return {name: port.shape for name, port in self.graph.inputs.items()}
+
+    @property
+    def outputs(self) -> dict[str, tuple]:
+        return {name: port.shape for name, port in self.graph.outputs.items()}
+
+    @property
+    def builds(self) -> int:
+        return self.stats.builds
+
+    def __call__(self, values: dict | None = None, /, *, backend: str | None = None,
+                 dtype: str | None = None, **inputs):
+        """The value of the output, or a dict of them by name when there are several."""
+        results = self.evaluate(_merge(values, inputs), backend=backend, dtype=dtype)
+        if len(results) == 1:
+            return next(iter(results.values()))
+        return results
+
+    def evaluate(self, inputs: dict, backend: str | None = None, dtype: str | None = None):
+        """Every output by name, each of shape batch + declared shape."""
+        batch, arrays = prepare_inputs(self.graph, inputs)
+        dt = DTYPES[_check_dtype(dtype or self.dtype)]
+        _check_backend(backend or self.backend)
+        from .backends import numpy as reference
+        flat = reference.evaluate(self.graph, arrays, dt)
+        return unflatten(self.graph.outputs, flat, batch)
+
+
+def _merge(values, inputs) -> dict:
+    merged = dict(values or {})
+    merged.update(inputs)
+    return merged
+
+
+def _check_backend(name: str) -> str:
+    if name not in BACKENDS:
+        raise UsageError(f"unknown backend '{name}'; choose one of {', '.join(BACKENDS)}")
+    return name
+
+
+def _check_dtype(name) -> str:
+    if isinstance(name, type) or isinstance(name, np.dtype):
+        name = np.dtype(name).name
+    if name not in DTYPES:
+        raise UsageError(f"unknown dtype '{name}'; choose float64 or float32")
+    return name
+
+
+def prepare_inputs(graph: Graph, given: dict) -> tuple[tuple, dict]:
+    """Check the given values against the declared inputs; find the batch shape.
+
+    Returns the batch shape `B` and, per input, an array of shape (rows, size) when batched or
+    (size,) when shared by every row.
+    """
+    for name in given:
+        if name not in graph.inputs:
+            close = difflib.get_close_matches(name, list(graph.inputs), n=1)
+            hint = f"did you mean '{close[0]}'?" if close else \
+                f"the inputs are: {', '.join(graph.inputs) or 'none'}"
+            raise InputError(f"'{name}' is not an input of this program", hint=hint)
+    missing = [name for name in graph.inputs if name not in given]
+    if missing:
+        raise InputError(f"missing value for input{'s' * (len(missing) > 1)} "
+                         f"{', '.join(repr(m) for m in missing)}",
+                         graph.inputs[missing[0]].span,
+                         hint="give every input, e.g. --inputs NAME=VALUE")
+    batch = None
+    batch_from = None
+    arrays = {}
+    shaped = {}
+    for name, port in graph.inputs.items():
+        arr = as_real_array(name, given[name])
+        declared = port.shape
+        extra = arr.ndim - len(declared)
+        if extra < 0 or arr.shape[extra:] != declared:
+            raise InputError(
+                f"input '{name}' is declared with shape {list(declared)}, but the value given "
+                f"has shape {list(arr.shape)}", port.span,
+                hint="a batch adds leading dimensions: shape B + "
+                     f"{list(declared)}" if declared else "a batch of scalars has any shape")
+        if extra:
+            b = arr.shape[:extra]
+            if batch is not None and b != batch:
+                raise InputError(
+                    f"batch shapes do not agree: '{batch_from}' has batch {list(batch)} and "
+                    f"'{name}' has batch {list(b)}", hint="every batched input needs the "
+                    "same leading dimensions; give shared inputs at their declared shape")
+            batch, batch_from = b, name
+        shaped[name] = (arr, extra)
+    rows = int(np.prod(batch)) if batch is not None else None
+    for name, (arr, extra) in shaped.items():
+        size = graph.inputs[name].size
+        arrays[name] = arr.reshape(rows, size) if extra else arr.reshape(size)
+    return (batch if batch is not None else ()), arrays
+
+
+def as_real_array(name: str, value) -> np.ndarray:
+    if isinstance(value, (str, bytes)):
+        raise InputError(f"input '{name}': expected numbers, got the text {value!r}")
+    try:
+        arr = np.asarray(value, dtype=np.float64)
+    except (ValueError, TypeError):
+        raise InputError(f"input '{name}': expected a number or a regular nested list of "
+                         "numbers (every row the same length)") from None
+    return arr
+
+
+def unflatten(ports: dict[str, Port], flat: dict, batch: tuple) -> dict:
+    out = {}
+    for name, port in ports.items():
+        arr = flat[name]
+        out[name] = arr.reshape(tuple(batch) + port.shape)
+        if not out[name].shape:
+            out[name] = out[name][()]
+    return out

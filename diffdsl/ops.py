@@ -1,0 +1,185 @@
+"""The op table: one row per scalar operation of the IR.
+
+A row holds everything about its op: arity, how to fold it on constants, its NumPy and Numba
+spellings, its SymPy name, and its pullback. Tests parametrise over `OPS`, so a new op cannot
+go untested.
+
+A pullback is `vjp(g, args, out, ct) -> (ct_for_arg0, ...)`: it builds IR nodes through the
+emitter `g` (see `ir.Emitter`) and never computes numbers, so derivatives are graphs too.
+An entry of `None` means the argument receives no cotangent (derivative zero). The tangent
+rule of forward mode is derived from it: the pullback of a scalar op is linear in `ct`, so
+the tangent of the output is the sum over arguments of the pullback with `ct` set to that
+argument's tangent. Ops whose tangent reads better written out give `jvp` themselves.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Callable
+
+LN2 = math.log(2.0)
+LN10 = math.log(10.0)
+TWO_OVER_SQRT_PI = 2.0 / math.sqrt(math.pi)
+
+
+@dataclass(frozen=True)
+class Op:
+    name: str
+    arity: int
+    py: Callable  # scalar function of floats, for constant folding
+    np: str  # NumPy expression, arguments as {0}, {1}, {2}
+    nb: str  # Numba/CUDA expression (module `math` is in scope), same placeholders
+    sympy: str  # name in symbolic.SYMPY_FUNCS
+    vjp: Callable | None  # None: the op has derivative zero everywhere
+    jvp: Callable | None = None
+    commutative: bool = False
+    smooth: bool = True  # False for ops whose derivative is zero (comparisons, floor, ...)
+
+
+def _b(x: bool) -> float:
+    return 1.0 if x else 0.0
+
+
+def _py_sign(x):
+    return 1.0 if x > 0 else (-1.0 if x < 0 else x)
+
+
+OPS: dict[str, Op] = {}
+
+
+def _row(name, arity, py, np_expr, nb_expr, sympy, vjp, jvp=None, commutative=False, smooth=True):
+    OPS[name] = Op(name, arity, py, np_expr, nb_expr, sympy, vjp, jvp, commutative, smooth)
+
+
+# Leaves. `input` and `const` have no arguments; evaluators read their attributes.
+_row("input", 0, None, "", "", "", None)
+_row("const", 0, None, "", "", "", None)
+
+# Unary ops ---------------------------------------------------------------------------------
+_row("neg", 1, lambda x: -x, "-({0})", "-({0})", "neg",
+     lambda g, a, out, ct: (g.neg(ct),))
+_row("exp", 1, math.exp, "np.exp({0})", "math.exp({0})", "exp",
+     lambda g, a, out, ct: (g.mul(ct, out),))
+_row("log", 1, math.log, "np.log({0})", "math.log({0})", "log",
+     lambda g, a, out, ct: (g.div(ct, a[0]),))
+_row("log1p", 1, math.log1p, "np.log1p({0})", "math.log1p({0})", "log1p",
+     lambda g, a, out, ct: (g.div(ct, g.add(g.const(1.0), a[0])),))
+_row("expm1", 1, math.expm1, "np.expm1({0})", "math.expm1({0})", "expm1",
+     lambda g, a, out, ct: (g.mul(ct, g.add(out, g.const(1.0))),))
+_row("log2", 1, math.log2, "np.log2({0})", "math.log2({0})", "log2",
+     lambda g, a, out, ct: (g.div(ct, g.mul(a[0], g.const(LN2))),))
+_row("log10", 1, math.log10, "np.log10({0})", "math.log10({0})", "log10",
+     lambda g, a, out, ct: (g.div(ct, g.mul(a[0], g.const(LN10))),))
+_row("sqrt", 1, math.sqrt, "np.sqrt({0})", "math.sqrt({0})", "sqrt",
+     lambda g, a, out, ct: (g.div(ct, g.mul(g.const(2.0), out)),))
+_row("cbrt", 1, getattr(math, "cbrt", lambda x: math.copysign(abs(x) ** (1.0 / 3.0), x)),
+     "np.cbrt({0})", "np.cbrt({0})", "cbrt",
+     lambda g, a, out, ct: (g.div(ct, g.mul(g.const(3.0), g.mul(out, out))),))
+_row("sin", 1, math.sin, "np.sin({0})", "math.sin({0})", "sin",
+     lambda g, a, out, ct: (g.mul(ct, g.op("cos", a[0])),))
+_row("cos", 1, math.cos, "np.cos({0})", "math.cos({0})", "cos",
+     lambda g, a, out, ct: (g.neg(g.mul(ct, g.op("sin", a[0]))),))
+_row("tan", 1, math.tan, "np.tan({0})", "math.tan({0})", "tan",
+     lambda g, a, out, ct: (g.mul(ct, g.add(g.const(1.0), g.mul(out, out))),))
+_row("asin", 1, math.asin, "np.arcsin({0})", "math.asin({0})", "asin",
+     lambda g, a, out, ct: (
+         g.div(ct, g.op("sqrt", g.sub(g.const(1.0), g.mul(a[0], a[0])))),))
+_row("acos", 1, math.acos, "np.arccos({0})", "math.acos({0})", "acos",
+     lambda g, a, out, ct: (
+         g.neg(g.div(ct, g.op("sqrt", g.sub(g.const(1.0), g.mul(a[0], a[0]))))),))
+_row("atan", 1, math.atan, "np.arctan({0})", "math.atan({0})", "atan",
+     lambda g, a, out, ct: (g.div(ct, g.add(g.const(1.0), g.mul(a[0], a[0]))),))
+_row("sinh", 1, math.sinh, "np.sinh({0})", "math.sinh({0})", "sinh",
+     lambda g, a, out, ct: (g.mul(ct, g.op("cosh", a[0])),))
+_row("cosh", 1, math.cosh, "np.cosh({0})", "math.cosh({0})", "cosh",
+     lambda g, a, out, ct: (g.mul(ct, g.op("sinh", a[0])),))
+_row("tanh", 1, math.tanh, "np.tanh({0})", "math.tanh({0})", "tanh",
+     lambda g, a, out, ct: (g.mul(ct, g.sub(g.const(1.0), g.mul(out, out))),))
+_row("asinh", 1, math.asinh, "np.arcsinh({0})", "math.asinh({0})", "asinh",
+     lambda g, a, out, ct: (
+         g.div(ct, g.op("sqrt", g.add(g.mul(a[0], a[0]), g.const(1.0)))),))
+_row("acosh", 1, math.acosh, "np.arccosh({0})", "math.acosh({0})", "acosh",
+     lambda g, a, out, ct: (
+         g.div(ct, g.op("sqrt", g.sub(g.mul(a[0], a[0]), g.const(1.0)))),))
+_row("atanh", 1, math.atanh, "np.arctanh({0})", "math.atanh({0})", "atanh",
+     lambda g, a, out, ct: (g.div(ct, g.sub(g.const(1.0), g.mul(a[0], a[0]))),))
+# abs'(0) = 0 (LANGUAGE.md): sign(0) is 0.
+_row("abs", 1, abs, "np.abs({0})", "abs({0})", "Abs",
+     lambda g, a, out, ct: (g.mul(ct, g.op("sign", a[0])),))
+_row("sign", 1, _py_sign, "np.sign({0})", "np.sign({0})", "sign", None, smooth=False)
+_row("floor", 1, math.floor, "np.floor({0})", "math.floor({0})", "floor", None, smooth=False)
+_row("ceil", 1, math.ceil, "np.ceil({0})", "math.ceil({0})", "ceiling", None, smooth=False)
+_row("erf", 1, math.erf, "_erf({0})", "math.erf({0})", "erf",
+     lambda g, a, out, ct: (
+         g.mul(ct, g.mul(g.const(TWO_OVER_SQRT_PI),
+                         g.op("exp", g.neg(g.mul(a[0], a[0]))))),))
+_row("not", 1, lambda x: _b(x == 0), "np.where({0} == 0, 1.0, 0.0)",
+     "(1.0 if {0} == 0 else 0.0)", "Not", None, smooth=False)
+
+# Binary ops --------------------------------------------------------------------------------
+_row("add", 2, lambda x, y: x + y, "({0} + {1})", "({0} + {1})", "Add",
+     lambda g, a, out, ct: (ct, ct), commutative=True)
+_row("sub", 2, lambda x, y: x - y, "({0} - {1})", "({0} - {1})", "sub",
+     lambda g, a, out, ct: (ct, g.neg(ct)))
+_row("mul", 2, lambda x, y: x * y, "({0} * {1})", "({0} * {1})", "Mul",
+     lambda g, a, out, ct: (g.mul(ct, a[1]), g.mul(ct, a[0])), commutative=True)
+_row("div", 2, lambda x, y: x / y, "({0} / {1})", "({0} / {1})", "div",
+     lambda g, a, out, ct: (g.div(ct, a[1]), g.neg(g.div(g.mul(ct, out), a[1]))))
+_row("pow", 2, math.pow, "np.power({0}, {1})", "({0} ** {1})", "Pow",
+     lambda g, a, out, ct: (
+         g.mul(ct, g.mul(a[1], g.pow(a[0], g.sub(a[1], g.const(1.0))))),
+         None if g.is_const(a[1]) else
+         g.mul(ct, g.mul(g.op("log", a[0]), out))))
+_row("atan2", 2, math.atan2, "np.arctan2({0}, {1})", "math.atan2({0}, {1})", "atan2",
+     lambda g, a, out, ct: (
+         g.div(g.mul(ct, a[1]), g.add(g.mul(a[0], a[0]), g.mul(a[1], a[1]))),
+         g.neg(g.div(g.mul(ct, a[0]), g.add(g.mul(a[0], a[0]), g.mul(a[1], a[1]))))))
+_row("hypot", 2, math.hypot, "np.hypot({0}, {1})", "math.hypot({0}, {1})", "hypot",
+     lambda g, a, out, ct: (g.div(g.mul(ct, a[0]), out), g.div(g.mul(ct, a[1]), out)))
+# min and max send the whole derivative to the first argument on a tie (LANGUAGE.md).
+_row("min", 2, lambda x, y: x if x <= y else y, "np.where({0} <= {1}, {0}, {1})", "({0} if {0} <= {1} else {1})",
+     "Min",
+     lambda g, a, out, ct: (
+         g.select(g.op("le", a[0], a[1]), ct, g.const(0.0)),
+         g.select(g.op("le", a[0], a[1]), g.const(0.0), ct)),
+     jvp=lambda g, a, out, t: g.select(g.op("le", a[0], a[1]), t[0] or g.const(0.0),
+                                       t[1] or g.const(0.0)))
+_row("max", 2, lambda x, y: x if x >= y else y, "np.where({0} >= {1}, {0}, {1})", "({0} if {0} >= {1} else {1})",
+     "Max",
+     lambda g, a, out, ct: (
+         g.select(g.op("ge", a[0], a[1]), ct, g.const(0.0)),
+         g.select(g.op("ge", a[0], a[1]), g.const(0.0), ct)),
+     jvp=lambda g, a, out, t: g.select(g.op("ge", a[0], a[1]), t[0] or g.const(0.0),
+                                       t[1] or g.const(0.0)))
+# Comparisons and logic give 1.0 or 0.0; their derivative is zero.
+for _name, _sym, _fn in (
+    ("lt", "<", lambda x, y: _b(x < y)), ("le", "<=", lambda x, y: _b(x <= y)),
+    ("gt", ">", lambda x, y: _b(x > y)), ("ge", ">=", lambda x, y: _b(x >= y)),
+    ("eq", "==", lambda x, y: _b(x == y)), ("ne", "!=", lambda x, y: _b(x != y)),
+):
+    _row(_name, 2, _fn, f"np.where({{0}} {_sym} {{1}}, 1.0, 0.0)",
+         f"(1.0 if {{0}} {_sym} {{1}} else 0.0)", _name, None,
+         commutative=_name in ("eq", "ne"), smooth=False)
+_row("and", 2, lambda x, y: _b(x != 0 and y != 0),
+     "np.where(({0} != 0) & ({1} != 0), 1.0, 0.0)",
+     "(1.0 if ({0} != 0 and {1} != 0) else 0.0)", "And", None, commutative=True, smooth=False)
+_row("or", 2, lambda x, y: _b(x != 0 or y != 0),
+     "np.where(({0} != 0) | ({1} != 0), 1.0, 0.0)",
+     "(1.0 if ({0} != 0 or {1} != 0) else 0.0)", "Or", None, commutative=True, smooth=False)
+
+# select(c, a, b) is `a` where c != 0, else `b`. Its pullback routes the cotangent with a
+# select, so a NaN or infinite derivative in the branch not taken never reaches the result.
+_row("select", 3, lambda c, a, b: a if c != 0 else b, "np.where({0} != 0, {1}, {2})",
+     "({1} if {0} != 0 else {2})", "Piecewise",
+     lambda g, a, out, ct: (None, g.select(a[0], ct, g.const(0.0)),
+                            g.select(a[0], g.const(0.0), ct)),
+     jvp=lambda g, a, out, t: g.select(a[0], t[1] or g.const(0.0), t[2] or g.const(0.0)))
+
+UNARY_BUILTINS = (
+    "exp log log1p expm1 log2 log10 sqrt cbrt sin cos tan asin acos atan sinh cosh tanh "
+    "asinh acosh atanh abs sign floor ceil erf"
+).split()
+BINARY_BUILTINS = ("atan2", "hypot", "pow", "min", "max")
+COMPARISONS = {"<": "lt", "<=": "le", ">": "gt", ">=": "ge", "==": "eq", "!=": "ne"}
+ARITHMETIC = {"+": "add", "-": "sub", "*": "mul", "/": "div", "**": "pow"}

@@ -1,0 +1,295 @@
+"""Text to syntax tree: the Lark LALR parser of grammar/diffdsl.lark and its transformer."""
+
+from __future__ import annotations
+
+import functools
+from typing import NamedTuple
+from pathlib import Path
+
+from lark import Lark, Token, Transformer_NonRecursive, v_args
+from lark.exceptions import UnexpectedCharacters, UnexpectedEOF, UnexpectedInput, UnexpectedToken
+
+from . import syntax as s
+from .errors import DDSyntaxError, Span
+
+# Tokens after which a newline cannot end a statement (LANGUAGE.md, lexical rules).
+_CONTINUE_AFTER = {
+    "=", "+=", "-=", "*=", "/=", "+", "-", "*", "/", "//", "%", "@", "**", "^",
+    "==", "!=", "<", "<=", ">", ">=", ",", "then", "else", "and", "or", "not",
+}
+_KEYWORD_TYPES = {"THEN", "ELSE", "AND", "OR", "NOT", "IF", "FOR", "IN"}
+
+# Friendly names for terminals in "expected ..." messages.
+_TERMINAL_NAMES = {
+    "NAME": "a name", "INT": "a number", "FLOAT": "a number", "_NL": "a new line",
+    "LPAR": "'('", "RPAR": "')'", "LSQB": "'['", "RSQB": "']'", "LBRACE": "'{'",
+    "RBRACE": "'}'", "COMMA": "','", "SEMICOLON": "';'", "EQUAL": "'='", "COLON": "':'",
+    "ADDOP": "'+' or '-'", "MULOP": "an operator", "POWOP": "'**'", "CMPOP": "a comparison",
+    "AUGOP": "'+='", "$END": "the end of the file",
+}
+
+
+def _grammar_path() -> Path:
+    here = Path(__file__).resolve().parent
+    for candidate in (here / "grammar" / "diffdsl.lark", here.parent / "grammar" / "diffdsl.lark"):
+        if candidate.is_file():
+            return candidate
+    raise FileNotFoundError("grammar/diffdsl.lark is missing from the diffdsl installation")
+
+
+class _Newlines:
+    """Post-lexer that keeps a newline only where it ends a statement."""
+
+    always_accept = ("_NL",)
+
+    def process(self, stream):
+        depth = 0
+        previous = None
+        pending = None
+        for tok in stream:
+            if tok.type == "_NL":
+                if depth > 0 or previous is None or self._continues(previous):
+                    continue
+                pending = pending or tok
+                continue
+            if pending is not None:
+                if tok.type not in ("THEN", "ELSE"):
+                    yield pending
+                pending = None
+            if tok.value in ("(", "["):
+                depth += 1
+            elif tok.value in (")", "]"):
+                depth = max(0, depth - 1)
+            previous = tok
+            yield tok
+        if pending is not None:
+            yield pending
+
+    @staticmethod
+    def _continues(tok: Token) -> bool:
+        if tok.type == "NAME" or tok.type in ("INT", "FLOAT"):
+            return False
+        return tok.value in _CONTINUE_AFTER
+
+
+@functools.lru_cache(maxsize=1)
+def _parser() -> Lark:
+    return Lark(
+        _grammar_path().read_text(encoding="utf-8"),
+        parser="lalr",
+        lexer="basic",  # the post-lexer looks one token ahead, so lexing must not depend on parser state
+        postlex=_Newlines(),
+        propagate_positions=True,
+        maybe_placeholders=True,
+    )
+
+
+def parse(source: str, filename: str = "<string>") -> s.Program:
+    """Parse `.dd` text into a `syntax.Program`; raises `DDSyntaxError` with a location."""
+    try:
+        tree = _parser().parse(source)
+    except UnexpectedInput as exc:
+        raise _syntax_error(exc, source, filename) from None
+    statements = _ToSyntax(filename, source).transform(tree)
+    return s.Program(statements=statements, filename=filename, source=source)
+
+
+def _syntax_error(exc: UnexpectedInput, source: str, filename: str) -> DDSyntaxError:
+    line = getattr(exc, "line", 1) or 1
+    column = getattr(exc, "column", 1) or 1
+    width = 1
+    if isinstance(exc, UnexpectedToken):
+        tok = exc.token
+        if tok.type == "$END":
+            line, column = _end_position(source)
+            what = "the end of the file"
+        elif tok.type == "_NL":
+            what = "the end of the line"
+        else:
+            what = repr(str(tok))
+            width = max(1, len(str(tok)))
+        expected = _expected(exc.accepts or exc.expected)
+        message = f"unexpected {what}" + (f"; expected {expected}" if expected else "")
+    elif isinstance(exc, UnexpectedCharacters):
+        char = source[exc.pos_in_stream] if exc.pos_in_stream < len(source) else "?"
+        message = f"unexpected character {char!r}"
+    elif isinstance(exc, UnexpectedEOF):
+        line, column = _end_position(source)
+        message = "unexpected end of the file"
+    else:  # pragma: no cover - lark raises only the kinds above
+        message = "syntax error"
+    span = Span(filename, line, column, line, column + width, source)
+    return DDSyntaxError(message, span)
+
+
+def _end_position(source: str) -> tuple[int, int]:
+    lines = source.splitlines() or [""]
+    return len(lines), len(lines[-1]) + 1
+
+
+def _expected(names) -> str:
+    words = []
+    for name in sorted(names or ()):
+        word = _TERMINAL_NAMES.get(name)
+        if word is None:
+            word = f"'{name.lower()}'" if name.isalpha() else None
+        if word and word not in words:
+            words.append(word)
+    if not words or len(words) > 6:
+        return ""
+    return ", ".join(words[:-1]) + (" or " if len(words) > 1 else "") + words[-1]
+
+
+class _Elif(NamedTuple):
+    test: object
+    body: tuple
+
+
+def _tok_span(tok: Token, filename: str, source: str) -> Span:
+    return Span(filename, tok.line, tok.column, tok.end_line, tok.end_column, source)
+
+
+@v_args(inline=True, meta=True)
+class _ToSyntax(Transformer_NonRecursive):
+    """One method per grammar alias; children are bound by name."""
+
+    def __init__(self, filename: str, source: str):
+        super().__init__()
+        self.filename = filename
+        self.source = source
+
+    def _span(self, meta) -> Span:
+        if getattr(meta, "empty", True):
+            return Span(self.filename, 1, 1, 1, 2, self.source)
+        return Span(self.filename, meta.line, meta.column, meta.end_line, meta.end_column,
+                    self.source)
+
+    # program structure
+    def start(self, meta, *statements):
+        return tuple(statements)
+
+    def block(self, meta, *statements):
+        return tuple(statements)
+
+    def params(self, meta, *names):
+        return tuple(str(n) for n in names)
+
+    def args(self, meta, *values):
+        return tuple(values)
+
+    def subscripts(self, meta, *items):
+        return tuple(items)
+
+    def comp_clauses(self, meta, *clauses):
+        return tuple(clauses)
+
+    # statements
+    def input_decl(self, meta, name, *dims):
+        return s.InputDecl(str(name), tuple(dims), self._span(meta))
+
+    def const_decl(self, meta, name, value):
+        return s.ConstDecl(str(name), value, self._span(meta))
+
+    def def_expr(self, meta, name, params, result):
+        return s.Def(str(name), params, (), result, self._span(meta))
+
+    def def_block(self, meta, name, params, body):
+        return s.Def(str(name), params, body, None, self._span(meta))
+
+    def assign(self, meta, name, value):
+        return s.Assign(str(name), value, self._span(meta))
+
+    def index_assign(self, meta, name, subscripts, value):
+        return s.IndexAssign(str(name), subscripts, value, self._span(meta))
+
+    def aug_assign(self, meta, name, op, value):
+        return s.AugAssign(str(name), str(op)[0], None, value, self._span(meta))
+
+    def index_aug_assign(self, meta, name, subscripts, op, value):
+        return s.AugAssign(str(name), str(op)[0], subscripts, value, self._span(meta))
+
+    def for_stmt(self, meta, name, iterable, body):
+        return s.For(str(name), iterable, body, self._span(meta))
+
+    def elif_clause(self, meta, test, body):
+        return _Elif(test, body)
+
+    def else_clause(self, meta, body):
+        return body
+
+    def if_stmt(self, meta, test, body, *rest):
+        branches = [(test, body)]
+        orelse = None
+        for clause in rest:
+            if isinstance(clause, _Elif):
+                branches.append((clause.test, clause.body))
+            else:
+                orelse = clause
+        return s.If(tuple(branches), orelse, self._span(meta))
+
+    def output_named(self, meta, name, value):
+        return s.Output(str(name), value, self._span(meta))
+
+    def output_expr(self, meta, value):
+        return s.Output(None, value, self._span(meta))
+
+    def return_stmt(self, meta, value):
+        return s.Return(value, self._span(meta))
+
+    # expressions
+    def cond(self, meta, test, then, orelse):
+        return s.Cond(test, then, orelse, self._span(meta))
+
+    def or_(self, meta, left, right):
+        return s.BoolOp("or", left, right, self._span(meta))
+
+    def and_(self, meta, left, right):
+        return s.BoolOp("and", left, right, self._span(meta))
+
+    def not_(self, meta, operand):
+        return s.Not(operand, self._span(meta))
+
+    def comparison(self, meta, left, op, right):
+        return s.Compare(str(op), left, right, self._span(meta))
+
+    def binop(self, meta, left, op, right):
+        text = "**" if str(op) == "^" else str(op)
+        return s.BinOp(text, left, right, self._span(meta))
+
+    def unop(self, meta, op, operand):
+        return s.UnaryOp(str(op), operand, self._span(meta))
+
+    def call(self, meta, name, args):
+        span = _tok_span(name, self.filename, self.source)
+        return s.Call(str(name), args, self._span(meta), span)
+
+    def gencall(self, meta, name, elt, clauses):
+        span = _tok_span(name, self.filename, self.source)
+        return s.GenCall(str(name), elt, clauses, self._span(meta), span)
+
+    def index(self, meta, value, subscripts):
+        return s.Index(value, subscripts, self._span(meta))
+
+    def slice(self, meta, start, stop, step=None):
+        return s.Slice(start, stop, step, self._span(meta))
+
+    def int_lit(self, meta, tok):
+        return s.Num(int(tok), self._span(meta))
+
+    def float_lit(self, meta, tok):
+        return s.Num(float(tok), self._span(meta))
+
+    def name(self, meta, tok):
+        return s.Name(str(tok), self._span(meta))
+
+    def array(self, meta, *elts):
+        return s.ArrayLit(tuple(elts), self._span(meta))
+
+    def comprehension(self, meta, elt, clauses):
+        return s.Comprehension(elt, clauses, self._span(meta))
+
+    def comp_for(self, meta, name, iterable):
+        return s.CompFor(str(name), iterable, self._span(meta))
+
+    def comp_if(self, meta, test):
+        return s.CompIf(test, self._span(meta))

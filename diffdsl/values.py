@@ -1,0 +1,347 @@
+"""Values while lowering: static numbers, dynamic scalars (`Dyn`) and arrays of either.
+
+Static values follow Python: integer arithmetic stays integer, `/` gives a real, comparisons
+give booleans. Static reals are computed as the compiled program would compute them (IEEE:
+`1.0 / 0` is inf), so folding never changes a result. An operation with a dynamic operand
+becomes an IR node through the `Builder`.
+"""
+
+from __future__ import annotations
+
+import math
+import operator
+
+import numpy as np
+
+from .errors import (
+    IndexRangeError,
+    ShapeError,
+    StaticValueError,
+    TypeMismatchError,
+)
+from .ops import ARITHMETIC, COMPARISONS
+
+
+class Dyn:
+    """A dynamic scalar: a reference to IR node `id`. One object per id (see `Values.dyn`)."""
+
+    __slots__ = ("id",)
+
+    def __init__(self, i: int):
+        self.id = i
+
+    def __repr__(self) -> str:
+        return f"%{self.id}"
+
+
+def is_array(x) -> bool:
+    return isinstance(x, np.ndarray)
+
+
+def describe(x) -> str:
+    if is_array(x):
+        return f"an array of shape {list(x.shape)}"
+    if isinstance(x, Dyn):
+        return "a dynamic real"
+    if isinstance(x, bool):
+        return "a boolean"
+    if isinstance(x, int):
+        return f"the integer {x}"
+    return f"the real {x!r}"
+
+
+def shape_of(x) -> list:
+    return list(x.shape) if is_array(x) else []
+
+
+def memo_key(x):
+    """A hashable key for a value: calls with equal keys return equal results."""
+    if isinstance(x, Dyn):
+        return x.id
+    if is_array(x):
+        return (x.shape, tuple(memo_key(e) for e in x.flat))
+    if isinstance(x, float):
+        return ("f", x.hex())
+    return (type(x).__name__, x)
+
+
+_PY_ARITH = {"+": operator.add, "-": operator.sub, "*": operator.mul}
+
+
+class Values:
+    """The value algebra of lowering, over one `Builder`."""
+
+    def __init__(self, builder):
+        self.b = builder
+        self._dyn: dict[int, Dyn] = {}
+
+    def dyn(self, i: int):
+        """The value of node `i`: a static number if the node is a constant, else a `Dyn`."""
+        c = self.b.value(i)
+        if c is not None:
+            return c
+        d = self._dyn.get(i)
+        if d is None:
+            d = self._dyn[i] = Dyn(i)
+        return d
+
+    def node(self, x, span=None) -> int:
+        if isinstance(x, Dyn):
+            return x.id
+        if is_array(x):
+            raise ShapeError(f"expected a scalar, got {describe(x)}", span)
+        return self.b.const(float(x))
+
+    def is_static(self, x) -> bool:
+        if is_array(x):
+            return not any(isinstance(e, Dyn) for e in x.flat)
+        return not isinstance(x, Dyn)
+
+    def op(self, name: str, *args):
+        return self.dyn(self.b.op(name, *(self.node(a) for a in args)))
+
+    # elementwise ----------------------------------------------------------------------------
+    def elementwise(self, fn, args: list, span, what: str):
+        """Apply scalar `fn` over arrays of one shape, with scalars broadcast."""
+        shapes = {a.shape for a in args if is_array(a)}
+        if not shapes:
+            return fn(*args)
+        if len(shapes) > 1:
+            listed = " and ".join(str(list(sh)) for sh in sorted(shapes, key=len))
+            raise ShapeError(f"{what}: shapes {listed} do not match", span,
+                             hint="elementwise operands need the same shape, or one a scalar")
+        shape = shapes.pop()
+        flat = [a.flat if is_array(a) else None for a in args]
+        out = np.empty(int(np.prod(shape)), dtype=object)
+        for k in range(out.size):
+            out[k] = fn(*(f[k] if f is not None else a for f, a in zip(flat, args)))
+        return out.reshape(shape)
+
+    def arith(self, op: str, a, b, span):
+        return self.elementwise(lambda x, y: self.scalar_arith(op, x, y, span), [a, b], span,
+                                f"'{op}'")
+
+    def scalar_arith(self, op: str, x, y, span):
+        if isinstance(x, Dyn) or isinstance(y, Dyn):
+            return self.op(ARITHMETIC[op], x, y)
+        if op in _PY_ARITH and type(x) in (int, bool) and type(y) in (int, bool):
+            return _PY_ARITH[op](int(x), int(y))
+        if op == "**" and type(x) in (int, bool) and type(y) in (int, bool):
+            if y >= 0:
+                return int(x) ** int(y)
+            if x == 0:
+                return math.inf
+            return float(x) ** int(y)  # 2 ** -1 is 0.5, as in Python
+        return static_real(ARITHMETIC[op], float(x), float(y))
+
+    def int_op(self, op: str, a, b, span):
+        def one(x, y):
+            if isinstance(x, Dyn) or isinstance(y, Dyn):
+                raise StaticValueError(f"'{op}' works on static integers only, but an operand "
+                                       "depends on an input", span)
+            if type(x) not in (int, bool) or type(y) not in (int, bool):
+                raise TypeMismatchError(f"'{op}' works on integers only, got {describe(x)} and "
+                                        f"{describe(y)}", span)
+            if y == 0:
+                raise ShapeError(f"integer {'division' if op == '//' else 'modulo'} by zero",
+                                 span)
+            return x // y if op == "//" else x % y
+        return self.elementwise(one, [a, b], span, f"'{op}'")
+
+    def negate(self, a, span):
+        def one(x):
+            if isinstance(x, Dyn):
+                return self.op("neg", x)
+            return -x if not isinstance(x, bool) else -int(x)
+        return self.elementwise(one, [a], span, "'-'")
+
+    def apply(self, name: str, args: list, span):
+        """A builtin elementwise function of the op table."""
+        def one(*xs):
+            if any(isinstance(x, Dyn) for x in xs):
+                return self.op(name, *xs)
+            return static_real(name, *(float(x) for x in xs))
+        return self.elementwise(one, args, span, f"{name}()")
+
+    # conditions -----------------------------------------------------------------------------
+    def compare(self, op: str, a, b, span):
+        if is_array(a) or is_array(b):
+            raise ShapeError(f"'{op}' compares scalars, got {describe(a)} and {describe(b)}",
+                             span, hint="compare elements, e.g. A[i, j] > 0")
+        if isinstance(a, Dyn) or isinstance(b, Dyn):
+            return self.op(COMPARISONS[op], a, b)
+        return bool(_PY_COMPARE[op](a, b))
+
+    def condition(self, c, span):
+        """A condition's value: a static bool or a `Dyn` (nonzero is true)."""
+        if is_array(c):
+            raise ShapeError(f"a condition must be a scalar, got {describe(c)}", span)
+        if isinstance(c, Dyn):
+            return c
+        return bool(c)
+
+    def logic(self, op: str, a: Dyn, b):
+        if not isinstance(b, Dyn):
+            if op == "and":
+                return a if b else False
+            return True if b else a
+        return self.op(op, a, b)
+
+    def merge(self, test: Dyn, a, b, name, span):
+        """Select between two values elementwise: `a` where `test` holds, else `b`."""
+        if is_array(a) != is_array(b) or (is_array(a) and a.shape != b.shape):
+            what = f"'{name}' has" if name else "the two branches have"
+            raise ShapeError(f"{what} shape {shape_of(a)} in one branch and {shape_of(b)} in "
+                             "the other", span, hint="a dynamic condition needs both branches "
+                             "to give the same shape")
+
+        def one(x, y):
+            if not isinstance(x, Dyn) and not isinstance(y, Dyn) and type(x) is type(y) \
+                    and memo_key(x) == memo_key(y):
+                return x
+            return self.op("select", test, x, y)
+        return self.elementwise(one, [a, b], span, "select")
+
+    # arrays ---------------------------------------------------------------------------------
+    def stack(self, items: list, span):
+        if not items:
+            return np.empty((0,), dtype=object)
+        first = shape_of(items[0])
+        for item in items[1:]:
+            if shape_of(item) != first:
+                raise ShapeError(f"array elements must have one shape, got {first} and "
+                                 f"{shape_of(item)}", span)
+        out = np.empty((len(items), *first), dtype=object)
+        for k, item in enumerate(items):
+            out[k] = item
+        return out
+
+    def getitem(self, value, index: list, span):
+        if not is_array(value):
+            raise ShapeError(f"cannot index {describe(value)}", span)
+        if len(index) > value.ndim:
+            raise IndexRangeError(f"too many indices: {len(index)} for an array of shape "
+                                  f"{list(value.shape)}", span)
+        key = self._numpy_index(value.shape, index)
+        result = value[key]
+        return result
+
+    def _numpy_index(self, shape, index: list) -> tuple:
+        key = []
+        for axis, (item, span) in enumerate(index):
+            dim = shape[axis]
+            if isinstance(item, slice):
+                key.append(item)
+                continue
+            values = item.flat if is_array(item) else [item]
+            for i in values:
+                if not -dim <= i < dim:
+                    raise IndexRangeError(
+                        f"index {i} is out of range for axis {axis} of size {dim}", span,
+                        hint=f"valid indices are {-dim} to {dim - 1}")
+            key.append(item.astype(np.intp) if is_array(item) else item)
+        return tuple(key)
+
+    def setitem(self, value, index: list, new, span):
+        if not is_array(value):
+            raise ShapeError(f"cannot assign to an element of {describe(value)}", span)
+        if len(index) > value.ndim:
+            raise IndexRangeError(f"too many indices: {len(index)} for an array of shape "
+                                  f"{list(value.shape)}", span)
+        key = self._numpy_index(value.shape, index)
+        target_shape = value[key].shape if is_array(value[key]) else ()
+        if is_array(new) and new.shape != target_shape:
+            raise ShapeError(f"cannot assign shape {list(new.shape)} to a part of shape "
+                             f"{list(target_shape)}", span)
+        copy = value.copy()  # arrays are values: the old one stays as it was
+        if is_array(new) or not target_shape:
+            copy[key] = new
+        else:
+            part = np.empty(target_shape, dtype=object)
+            part.fill(new)
+            copy[key] = part
+        return copy
+
+    def matmul(self, a, b, span):
+        if not (is_array(a) and is_array(b)) or a.ndim > 2 or b.ndim > 2:
+            raise ShapeError(f"'@' needs vectors or matrices, got {describe(a)} and "
+                             f"{describe(b)}", span)
+        inner_a = a.shape[-1]
+        inner_b = b.shape[0]
+        if inner_a != inner_b:
+            raise ShapeError(f"'@' shapes {list(a.shape)} and {list(b.shape)} do not fit: "
+                             f"{inner_a} != {inner_b}", span)
+        left = a if a.ndim == 2 else a.reshape(1, -1)
+        right = b if b.ndim == 2 else b.reshape(-1, 1)
+        out = np.empty((left.shape[0], right.shape[1]), dtype=object)
+        for i in range(left.shape[0]):
+            for j in range(right.shape[1]):
+                out[i, j] = self.dot_flat(list(left[i, :]), list(right[:, j]), span)
+        shape = tuple(([a.shape[0]] if a.ndim == 2 else []) + ([b.shape[1]] if b.ndim == 2 else []))
+        return out.reshape(shape) if shape else out.flat[0]
+
+    def dot_flat(self, xs: list, ys: list, span):
+        total = 0
+        for x, y in zip(xs, ys):
+            total = self.scalar_arith("+", total, self.scalar_arith("*", x, y, span), span)
+        return total
+
+    def range(self, bounds: list, call):
+        if not 1 <= len(bounds) <= 3:
+            from .errors import ArityError
+            raise ArityError(f"range() takes 1 to 3 arguments, got {len(bounds)}", call.span)
+        for value, arg in zip(bounds, call.args):
+            if isinstance(value, Dyn) or (is_array(value)):
+                raise StaticValueError("range bounds must be static, but this one depends on an "
+                                       "input" if isinstance(value, Dyn) else
+                                       "range bounds must be integers", arg.span)
+            if isinstance(value, bool) or not isinstance(value, int):
+                raise TypeMismatchError(f"range bounds must be integers, got {describe(value)}",
+                                        arg.span)
+        if len(bounds) == 3 and bounds[2] == 0:
+            raise ShapeError("range() step cannot be zero", call.args[2].span)
+        return range(*bounds)
+
+    def reduce(self, name: str, items: list, span):
+        """sum, prod, min, max of a list of values, folded left in order."""
+        if not items:
+            if name == "sum":
+                return 0
+            if name == "prod":
+                return 1
+            raise ShapeError(f"{name}() of an empty sequence", span)
+        total = items[0]
+        for item in items[1:]:
+            if name == "sum":
+                total = self.arith("+", total, item, span)
+            elif name == "prod":
+                total = self.arith("*", total, item, span)
+            else:
+                total = self.apply(name, [total, item], span)
+        return total
+
+
+_PY_COMPARE = {"<": operator.lt, "<=": operator.le, ">": operator.gt, ">=": operator.ge,
+               "==": operator.eq, "!=": operator.ne}
+
+_NP_STATIC = {
+    "add": np.add, "sub": np.subtract, "mul": np.multiply, "div": np.true_divide,
+    "pow": np.power, "atan2": np.arctan2, "hypot": np.hypot,
+    "exp": np.exp, "log": np.log, "log1p": np.log1p, "expm1": np.expm1, "log2": np.log2,
+    "log10": np.log10, "sqrt": np.sqrt, "cbrt": np.cbrt, "sin": np.sin, "cos": np.cos,
+    "tan": np.tan, "asin": np.arcsin, "acos": np.arccos, "atan": np.arctan, "sinh": np.sinh,
+    "cosh": np.cosh, "tanh": np.tanh, "asinh": np.arcsinh, "acosh": np.arccosh,
+    "atanh": np.arctanh, "abs": np.abs, "sign": np.sign, "floor": np.floor, "ceil": np.ceil,
+}
+
+
+def static_real(name: str, *xs: float) -> float:
+    """A static real computed with IEEE semantics, as the compiled program would."""
+    if name == "min":
+        return xs[0] if xs[0] <= xs[1] else xs[1]
+    if name == "max":
+        return xs[0] if xs[0] >= xs[1] else xs[1]
+    if name == "erf":
+        return math.erf(xs[0])
+    with np.errstate(all="ignore"):
+        return float(_NP_STATIC[name](*(np.float64(x) for x in xs)))
