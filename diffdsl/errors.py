@@ -46,7 +46,9 @@ class DiffDSLError(Exception):
 
     def __str__(self) -> str:
         head = f"error: {self.message}"
-        if self.span is not None:
+        if self.span is None:
+            head = f"diffdsl: {head}"
+        else:
             head = f"{self.span.filename}:{self.span.line}:{self.span.column}: {head}"
             shown = self.span.render()
             if shown:
