@@ -85,6 +85,24 @@ class Builder:
         self.nodes: list[Node] = []
         self._index: dict[tuple, int] = {}
 
+    @classmethod
+    def from_graph(cls, graph: Graph) -> Builder:
+        """A builder holding `graph`'s nodes under the same ids, to extend it."""
+        b = cls()
+        for node in graph.nodes:
+            if node.op == "const":
+                b.const(node.attr)
+            elif node.op == "input":
+                b.input(*node.attr)
+            else:
+                args = node.args
+                if OPS[node.op].commutative:
+                    args = tuple(sorted(args))  # the key `op()` looks up
+                b._intern((node.op, args, None), node)
+        if len(b.nodes) != len(graph.nodes):
+            raise ValueError("graph has duplicate nodes; it was not made by a Builder")
+        return b
+
     # leaves
     def const(self, value: float) -> int:
         value = float(value)

@@ -41,6 +41,11 @@ def _b(x: bool) -> float:
     return 1.0 if x else 0.0
 
 
+def _z(g, t):
+    """A tangent that may be absent (None: zero) as a node."""
+    return g.const(0.0) if t is None else t
+
+
 def _py_sign(x):
     return 1.0 if x > 0 else (-1.0 if x < 0 else x)
 
@@ -143,15 +148,13 @@ _row("min", 2, lambda x, y: x if x <= y else y, "np.where({0} <= {1}, {0}, {1})"
      lambda g, a, out, ct: (
          g.select(g.op("le", a[0], a[1]), ct, g.const(0.0)),
          g.select(g.op("le", a[0], a[1]), g.const(0.0), ct)),
-     jvp=lambda g, a, out, t: g.select(g.op("le", a[0], a[1]), t[0] or g.const(0.0),
-                                       t[1] or g.const(0.0)))
+     jvp=lambda g, a, out, t: g.select(g.op("le", a[0], a[1]), _z(g, t[0]), _z(g, t[1])))
 _row("max", 2, lambda x, y: x if x >= y else y, "np.where({0} >= {1}, {0}, {1})", "({0} if {0} >= {1} else {1})",
      "Max",
      lambda g, a, out, ct: (
          g.select(g.op("ge", a[0], a[1]), ct, g.const(0.0)),
          g.select(g.op("ge", a[0], a[1]), g.const(0.0), ct)),
-     jvp=lambda g, a, out, t: g.select(g.op("ge", a[0], a[1]), t[0] or g.const(0.0),
-                                       t[1] or g.const(0.0)))
+     jvp=lambda g, a, out, t: g.select(g.op("ge", a[0], a[1]), _z(g, t[0]), _z(g, t[1])))
 # Comparisons and logic give 1.0 or 0.0; their derivative is zero.
 for _name, _sym, _fn in (
     ("lt", "<", lambda x, y: _b(x < y)), ("le", "<=", lambda x, y: _b(x <= y)),
@@ -174,7 +177,7 @@ _row("select", 3, lambda c, a, b: a if c != 0 else b, "np.where({0} != 0, {1}, {
      "({1} if {0} != 0 else {2})", "Piecewise",
      lambda g, a, out, ct: (None, g.select(a[0], ct, g.const(0.0)),
                             g.select(a[0], g.const(0.0), ct)),
-     jvp=lambda g, a, out, t: g.select(a[0], t[1] or g.const(0.0), t[2] or g.const(0.0)))
+     jvp=lambda g, a, out, t: g.select(a[0], _z(g, t[1]), _z(g, t[2])))
 
 UNARY_BUILTINS = (
     "exp log log1p expm1 log2 log10 sqrt cbrt sin cos tan asin acos atan sinh cosh tanh "

@@ -1,0 +1,266 @@
+"""Derivatives as graph-to-graph transforms (DESIGN.md, decisions 2 and 3).
+
+Each transform extends the primal graph with new nodes made by the pullback rules of the op
+table and returns an ordinary `Graph`: hash-consed, simplified, and differentiable again.
+
+Derivative graphs name their ports so they cannot clash with `.dd` names:
+    outputs  "value" (the primal output), "d:NAME" (per input), "jvp", "d:NAME:NAME" (Hessian)
+    inputs   the primal inputs, plus "seed" ports "@seed" (vjp) and "@t:NAME" (jvp)
+"""
+
+from __future__ import annotations
+
+import difflib
+
+from .errors import UsageError
+from .ir import Builder, Graph, Port
+from .ops import OPS
+
+SEED = "@seed"
+
+
+def tangent_name(name: str) -> str:
+    return f"@t:{name}"
+
+
+def d_name(*names: str) -> str:
+    return "d:" + ":".join(names)
+
+
+# choosing what to differentiate ----------------------------------------------------------
+def pick_output(graph: Graph, of: str | None) -> str:
+    if of is None:
+        if len(graph.outputs) != 1:
+            raise UsageError(f"the program has {len(graph.outputs)} outputs "
+                             f"({', '.join(graph.outputs)}); pick one with --of NAME (of=...)")
+        return next(iter(graph.outputs))
+    if of not in graph.outputs:
+        raise UsageError(f"'{of}' is not an output of this program",
+                         hint=_close(of, graph.outputs, "outputs"))
+    return of
+
+
+def pick_inputs(graph: Graph, wrt) -> list[str]:
+    if wrt is None:
+        return list(graph.inputs)
+    names = [wrt] if isinstance(wrt, str) else list(wrt)
+    for name in names:
+        if name not in graph.inputs:
+            raise UsageError(f"'{name}' is not an input of this program",
+                             hint=_close(name, graph.inputs, "inputs"))
+    if not names:
+        raise UsageError("wrt names no input")
+    return list(dict.fromkeys(names))
+
+
+def _close(name, known, what) -> str:
+    close = difflib.get_close_matches(name, list(known), n=1)
+    if close:
+        return f"did you mean '{close[0]}'?"
+    return f"the {what} are: {', '.join(known)}"
+
+
+def require_scalar(graph: Graph, of: str, what: str) -> None:
+    port = graph.outputs[of]
+    if port.size != 1:
+        raise UsageError(
+            f"{what} needs an output with one element, but '{of}' has shape {list(port.shape)}",
+            hint="use jacobian for every element, or vjp with a seed of the output's shape")
+
+
+# the sweeps ------------------------------------------------------------------------------
+def active_nodes(b: Builder, sources: set[int]) -> bytearray:
+    """Nodes whose value depends, differentiably, on a node in `sources`."""
+    active = bytearray(len(b.nodes))
+    for i, node in enumerate(b.nodes):
+        if i in sources:
+            active[i] = 1
+        elif node.args and OPS[node.op].vjp is not None:
+            active[i] = any(active[a] for a in node.args)
+    return active
+
+
+def reverse(b: Builder, stop: int, active: bytearray, seeds: list[tuple[int, int]]) -> dict:
+    """Reverse sweep over nodes below `stop`: cotangent node of every node reached."""
+    ct: dict[int, int] = {}
+    for node_id, seed in seeds:
+        if active[node_id]:
+            ct[node_id] = seed if node_id not in ct else b.add(ct[node_id], seed)
+    for i in range(stop - 1, -1, -1):
+        c = ct.get(i)
+        if c is None:
+            continue
+        node = b.nodes[i]
+        rule = OPS[node.op].vjp
+        if rule is None or not node.args:
+            continue
+        parts = rule(b, node.args, i, c)
+        for a, part in zip(node.args, parts, strict=True):
+            if part is None or not active[a] or b.value(part) == 0.0:
+                continue
+            ct[a] = part if a not in ct else b.add(ct[a], part)
+    return ct
+
+
+def forward(b: Builder, stop: int, active: bytearray, tangents: dict[int, int]) -> dict:
+    """Forward sweep over nodes below `stop`: tangent node of every node reached."""
+    t = dict(tangents)
+    for i in range(stop):
+        if i in t or not active[i]:
+            continue
+        node = b.nodes[i]
+        row = OPS[node.op]
+        if row.vjp is None or not node.args:
+            continue
+        ts = [t.get(a) for a in node.args]
+        if all(x is None for x in ts):
+            continue
+        if row.jvp is not None:
+            result = row.jvp(b, node.args, i, ts)
+        else:
+            result = None
+            for k, tk in enumerate(ts):
+                if tk is None:
+                    continue
+                part = row.vjp(b, node.args, i, tk)[k]
+                if part is None:
+                    continue
+                result = part if result is None else b.add(result, part)
+        if result is not None and b.value(result) != 0.0:
+            t[i] = result
+    return t
+
+
+def _zero_or(b: Builder, table: dict, i: int) -> int:
+    found = table.get(i)
+    return b.const(0.0) if found is None else found
+
+
+def _sources(graph: Graph, wrt: list[str]) -> set[int]:
+    return {i for name in wrt for i in graph.inputs[name].ids}
+
+
+# the transforms --------------------------------------------------------------------------
+def grad(graph: Graph, of: str | None = None, wrt=None) -> Graph:
+    """Value and gradient of a one-element output: outputs "value" and "d:NAME"."""
+    of = pick_output(graph, of)
+    require_scalar(graph, of, "grad")
+    wrt = pick_inputs(graph, wrt)
+    b = Builder.from_graph(graph)
+    stop = len(b.nodes)
+    active = active_nodes(b, _sources(graph, wrt))
+    out = graph.outputs[of]
+    ct = reverse(b, stop, active, [(out.ids[0], b.const(1.0))])
+    outputs = {"value": out}
+    for name in wrt:
+        port = graph.inputs[name]
+        outputs[d_name(name)] = Port(port.shape, tuple(_zero_or(b, ct, i) for i in port.ids))
+    return b.graph(dict(graph.inputs), outputs)
+
+
+def vjp(graph: Graph, of: str | None = None, wrt=None) -> Graph:
+    """Reverse mode with a seed: an extra input "@seed" of the output's shape."""
+    of = pick_output(graph, of)
+    wrt = pick_inputs(graph, wrt)
+    b = Builder.from_graph(graph)
+    stop = len(b.nodes)
+    active = active_nodes(b, _sources(graph, wrt))
+    out = graph.outputs[of]
+    seed_ids = tuple(b.input(SEED, k) for k in range(out.size))
+    ct = reverse(b, stop, active, list(zip(out.ids, seed_ids, strict=True)))
+    inputs = dict(graph.inputs)
+    inputs[SEED] = Port(out.shape, seed_ids)
+    outputs = {"value": out}
+    for name in wrt:
+        port = graph.inputs[name]
+        outputs[d_name(name)] = Port(port.shape, tuple(_zero_or(b, ct, i) for i in port.ids))
+    return b.graph(inputs, outputs)
+
+
+def jvp(graph: Graph, of: str | None = None, wrt=None) -> Graph:
+    """Forward mode: extra inputs "@t:NAME" (tangents of the inputs); output "jvp"."""
+    of = pick_output(graph, of)
+    wrt = pick_inputs(graph, wrt)
+    b = Builder.from_graph(graph)
+    stop = len(b.nodes)
+    active = active_nodes(b, _sources(graph, wrt))
+    inputs = dict(graph.inputs)
+    seeds = {}
+    for name in wrt:
+        port = graph.inputs[name]
+        ids = tuple(b.input(tangent_name(name), k) for k in range(port.size))
+        inputs[tangent_name(name)] = Port(port.shape, ids)
+        seeds.update(zip(port.ids, ids, strict=True))
+    t = forward(b, stop, active, seeds)
+    out = graph.outputs[of]
+    outputs = {"value": out, "jvp": Port(out.shape, tuple(_zero_or(b, t, i) for i in out.ids))}
+    return b.graph(inputs, outputs)
+
+
+def jacobian(graph: Graph, of: str | None = None, wrt=None, mode: str = "auto") -> Graph:
+    """Jacobian of an output of shape S: outputs "d:NAME" of shape S + T_NAME.
+
+    `mode` is "reverse" (one sweep per output element), "forward" (one per input element) or
+    "auto", which takes the one with fewer sweeps.
+    """
+    of = pick_output(graph, of)
+    wrt = pick_inputs(graph, wrt)
+    out = graph.outputs[of]
+    n_in = sum(graph.inputs[name].size for name in wrt)
+    if mode == "auto":
+        mode = "reverse" if out.size <= n_in else "forward"
+    b = Builder.from_graph(graph)
+    stop = len(b.nodes)
+    active = active_nodes(b, _sources(graph, wrt))
+    one = b.const(1.0)
+    # rows[k][input node] = d out_k / d input
+    columns: dict[int, dict] = {}
+    rows: list[dict] = []
+    if mode == "reverse":
+        for o in out.ids:
+            rows.append(reverse(b, stop, active, [(o, one)]))
+    elif mode == "forward":
+        for name in wrt:
+            for i in graph.inputs[name].ids:
+                columns[i] = forward(b, stop, active, {i: one})
+    else:
+        raise UsageError(f"unknown jacobian mode '{mode}'; use auto, forward or reverse")
+    outputs = {"value": out}
+    for name in wrt:
+        port = graph.inputs[name]
+        ids = []
+        for k, o in enumerate(out.ids):
+            for i in port.ids:
+                if mode == "reverse":
+                    ids.append(_zero_or(b, rows[k], i))
+                else:
+                    ids.append(_zero_or(b, columns[i], o))
+        outputs[d_name(name)] = Port(out.shape + port.shape, tuple(ids))
+    return b.graph(dict(graph.inputs), outputs)
+
+
+def hessian(graph: Graph, of: str | None = None, wrt=None) -> Graph:
+    """Forward over reverse: outputs "d:A:B" of shape T_A + T_B for each pair of inputs.
+
+    The reverse sweep builds the gradient as nodes; one forward sweep per input element over
+    the extended graph then gives a column of the Hessian.
+    """
+    of = pick_output(graph, of)
+    require_scalar(graph, of, "hessian")
+    wrt = pick_inputs(graph, wrt)
+    b = Builder.from_graph(graph)
+    sources = _sources(graph, wrt)
+    out = graph.outputs[of]
+    ct = reverse(b, len(b.nodes), active_nodes(b, sources), [(out.ids[0], b.const(1.0))])
+    grads = {name: [_zero_or(b, ct, i) for i in graph.inputs[name].ids] for name in wrt}
+    stop = len(b.nodes)
+    active = active_nodes(b, sources)
+    one = b.const(1.0)
+    columns = {j: forward(b, stop, active, {j: one}) for j in sorted(sources)}
+    outputs = {"value": out}
+    for a in wrt:
+        for c in wrt:
+            port_c = graph.inputs[c]
+            ids = tuple(_zero_or(b, columns[j], gi) for gi in grads[a] for j in port_c.ids)
+            outputs[d_name(a, c)] = Port(graph.inputs[a].shape + port_c.shape, ids)
+    return b.graph(dict(graph.inputs), outputs)
