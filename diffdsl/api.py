@@ -7,6 +7,7 @@ from pathlib import Path
 
 import numpy as np
 
+from . import autodiff
 from .errors import InputError, UsageError
 from .ir import Graph, Port
 from .lower import lower
@@ -58,6 +59,7 @@ class Program:
         self.stats.graphs_built += 1
         self.backend = _check_backend(backend)
         self.dtype = _check_dtype(dtype)
+        self._derived: dict = {}
 
     @property
     def inputs(self) -> dict[str, tuple]:
@@ -81,12 +83,102 @@ class Program:
 
     def evaluate(self, inputs: dict, backend: str | None = None, dtype: str | None = None):
         """Every output by name, each of shape batch + declared shape."""
-        batch, arrays = prepare_inputs(self.graph, inputs)
+        return self._run(self.graph, inputs, backend, dtype)
+
+    # derivatives ---------------------------------------------------------------------------
+    def grad(self, values: dict | None = None, /, *, of: str | None = None, wrt=None,
+             backend: str | None = None, dtype: str | None = None, **inputs) -> dict:
+        """Gradient of a one-element output: `{input: array of the input's shape}`."""
+        return self.value_and_grad(values, of=of, wrt=wrt, backend=backend, dtype=dtype,
+                                   **inputs)[1]
+
+    def value_and_grad(self, values: dict | None = None, /, *, of: str | None = None,
+                       wrt=None, backend: str | None = None, dtype: str | None = None,
+                       **inputs) -> tuple:
+        """`(value, {input: gradient})` from one evaluation."""
+        graph = self.derivative("grad", of, wrt)
+        out = self._run(graph, _merge(values, inputs), backend, dtype)
+        return out["value"], _by_input(out)
+
+    def jacobian(self, values: dict | None = None, /, *, of: str | None = None, wrt=None,
+                 mode: str = "auto", backend: str | None = None, dtype: str | None = None,
+                 **inputs) -> dict:
+        """`{input: array of shape output + input}`; `mode` auto, forward or reverse."""
+        graph = self.derivative("jacobian", of, wrt, mode)
+        return _by_input(self._run(graph, _merge(values, inputs), backend, dtype))
+
+    def hessian(self, values: dict | None = None, /, *, of: str | None = None, wrt=None,
+                backend: str | None = None, dtype: str | None = None, **inputs) -> dict:
+        """`{input: {input: array of shape input + input}}` for a one-element output."""
+        graph = self.derivative("hessian", of, wrt)
+        out = self._run(graph, _merge(values, inputs), backend, dtype)
+        result: dict = {}
+        for key, value in out.items():
+            if key.startswith("d:"):
+                a, b = key[2:].split(":")
+                result.setdefault(a, {})[b] = value
+        return result
+
+    def vjp(self, seed, values: dict | None = None, /, *, of: str | None = None, wrt=None,
+            backend: str | None = None, dtype: str | None = None, **inputs) -> dict:
+        """Seed (of the output's shape, PyTorch's grad_output) times the Jacobian."""
+        graph = self.derivative("vjp", of, wrt)
+        given = _merge(values, inputs)
+        given[autodiff.SEED] = seed
+        return _by_input(self._run(graph, given, backend, dtype))
+
+    def jvp(self, tangents: dict, values: dict | None = None, /, *, of: str | None = None,
+            backend: str | None = None, dtype: str | None = None, **inputs):
+        """The Jacobian times the tangents (a dict by input name; missing ones are zero)."""
+        if not isinstance(tangents, dict) or not tangents:
+            raise UsageError("jvp needs tangents: a dict of input name -> array")
+        graph = self.derivative("jvp", of, tuple(tangents))
+        given = _merge(values, inputs)
+        for name, value in tangents.items():
+            given[autodiff.tangent_name(name)] = value
+        return self._run(graph, given, backend, dtype)["jvp"]
+
+    def symbolic_grad(self, of: str | None = None, wrt=None) -> dict:
+        """`{input: sympy.Array}`: the derivative of the output as formulas."""
+        from . import symbolic
+        graph = self.derivative("jacobian", of, wrt)
+        return {name[2:]: expr for name, expr in symbolic.to_sympy(graph).items()
+                if name.startswith("d:")}
+
+    def to_sympy(self) -> dict:
+        """`{output: SymPy expression or Array}`."""
+        from . import symbolic
+        return symbolic.to_sympy(self.graph)
+
+    def derivative(self, kind: str, of=None, wrt=None, mode: str = "auto") -> Graph:
+        """The derivative graph of `kind`, built once per program and request."""
+        of = autodiff.pick_output(self.graph, of)
+        if kind == "jvp":
+            wrt = autodiff.pick_inputs(self.graph, wrt)
+        else:
+            wrt = autodiff.pick_inputs(self.graph, wrt)
+        key = (kind, of, tuple(wrt), mode)
+        graph = self._derived.get(key)
+        if graph is None:
+            if kind == "jacobian":
+                graph = autodiff.jacobian(self.graph, of, wrt, mode)
+            else:
+                graph = getattr(autodiff, kind)(self.graph, of, wrt)
+            self._derived[key] = graph
+            self.stats.graphs_built += 1
+        return graph
+
+    def _run(self, graph: Graph, inputs: dict, backend, dtype) -> dict:
+        batch, arrays = prepare_inputs(graph, inputs)
         dt = DTYPES[_check_dtype(dtype or self.dtype)]
         _check_backend(backend or self.backend)
         from .backends import numpy as reference
-        flat = reference.evaluate(self.graph, arrays, dt)
-        return unflatten(self.graph.outputs, flat, batch)
+        flat = reference.evaluate(graph, arrays, dt)
+        return unflatten(graph.outputs, flat, batch)
+
+
+def _by_input(out: dict) -> dict:
+    return {key[2:]: value for key, value in out.items() if key.startswith("d:")}
 
 
 def _merge(values, inputs) -> dict:

@@ -187,6 +187,32 @@ class Builder:
                 return args[1]
             if c[0] is not None:
                 return args[1] if c[0] != 0 else args[2]
+        if name in ("mul", "div", "neg"):
+            return self._hoist_select(name, args)
+        return None
+
+    def _hoist_select(self, name: str, args: tuple) -> int | None:
+        """`select(c, x, 0) * y` is `select(c, x * y, 0)`: the select moves outward.
+
+        A select pullback routes the cotangent as `select(c, ct, 0)`; the pullbacks below it
+        multiply by partial derivatives that may be infinite or NaN in the branch not taken
+        (`sqrt'(-1)`). With the select kept outermost, that branch gives exactly 0, never
+        `0 * nan` (LANGUAGE.md: a select sends exactly zero to the branch not taken).
+        """
+        positions = (0,) if name in ("div", "neg") else (0, 1)
+        for k in positions:
+            inner = self.nodes[args[k]]
+            if inner.op != "select":
+                continue
+            cond, x, y = inner.args
+            for taken, other in ((x, y), (y, x)):
+                if self.value(other) == 0.0:
+                    rest = list(args)
+                    rest[k] = taken
+                    moved = self.op(name, *rest)
+                    zero = self.const(0.0)
+                    return self.op("select", cond, moved, zero) if taken == x else \
+                        self.op("select", cond, zero, moved)
         return None
 
     # the emitter interface used by the pullbacks in ops.py
