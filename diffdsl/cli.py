@@ -42,7 +42,48 @@ def build_parser() -> argparse.ArgumentParser:
         return p
 
     evaluating("eval", "Evaluate the outputs of a program.")
+    for name, text in (("grad", "Value and gradient of a one-element output."),
+                       ("jacobian", "Jacobian of an output: shape output + input."),
+                       ("hessian", "Hessian of a one-element output (forward over reverse).")):
+        p = evaluating(name, text)
+        _of_wrt(p)
+    p = evaluating("vjp", "Seed times the Jacobian (reverse mode; PyTorch's grad_output).")
+    _of_wrt(p)
+    p.add_argument("--seed", required=True, metavar="VALUE|FILE",
+                   help="a value of the output's shape: JSON, or a .npy/.json file")
+    p = evaluating("jvp", "The Jacobian times tangents of the inputs (forward mode).")
+    p.add_argument("--of", metavar="NAME", help="the output (needed when there are several)")
+    p.add_argument("--tangents", metavar="SPEC", action="append", nargs="+", required=True,
+                   help="tangents of the inputs, spelled as --inputs; missing ones are zero")
+
+    p = commands.add_parser("diff", help="Print derivatives as formulas.",
+                            description="Print derivatives as formulas (SymPy syntax).")
+    p.add_argument("file", metavar="FILE")
+    _of_wrt(p)
+    p.add_argument("--latex", action="store_true", help="LaTeX instead of plain text")
+    p.add_argument("--cse", action="store_true", help="shared subexpressions as assignments")
+    p.add_argument("--json", action="store_true", help="machine-readable output")
+
+    p = commands.add_parser("check", help="Check derivatives against SymPy and finite "
+                            "differences.", description="Check every derivative against "
+                            "sympy.diff and central finite differences; exit 1 on a mismatch.")
+    p.add_argument("file", metavar="FILE")
+    p.add_argument("--points", type=int, default=3, metavar="N",
+                   help="random points for numeric comparisons (default 3)")
+    p.add_argument("--json", action="store_true", help="machine-readable output")
     return parser
+
+
+def _of_wrt(p) -> None:
+    p.add_argument("--of", metavar="NAME", help="the output (needed when there are several)")
+    p.add_argument("--wrt", metavar="NAME[,NAME...]", help="inputs to differentiate by "
+                   "(default: all)")
+
+
+def _wrt(args):
+    if not getattr(args, "wrt", None):
+        return None
+    return [w.strip() for w in args.wrt.split(",") if w.strip()]
 
 
 def _version() -> str:
@@ -222,4 +263,124 @@ def cmd_eval(args) -> int:
     return EXIT_OK
 
 
-COMMANDS = {"eval": cmd_eval}
+def _derivative_output(args, key: str, prog, value, table: dict, extra: dict) -> int:
+    """Print or save a derivative result: `{"of", "value", key: table}`."""
+    of = autodiff_output(prog, args.of)
+    if args.output:
+        arrays = {"value": value}
+        arrays.update(extra)
+        write_npz(args.output, arrays)
+    if args.json:
+        print(json.dumps({"of": of, "value": to_json(value), key: _json_tree(table)}))
+        return EXIT_OK
+    items = [(of, value)]
+    items += [(label, v) for label, v in extra.items()]
+    print_labelled(items)
+    return EXIT_OK
+
+
+def _json_tree(table):
+    if isinstance(table, dict):
+        return {k: _json_tree(v) for k, v in table.items()}
+    return to_json(table)
+
+
+def autodiff_output(prog, of):
+    from .autodiff import pick_output
+    return pick_output(prog.graph, of)
+
+
+def cmd_grad(args) -> int:
+    prog = _program(args)
+    value, grads = prog.value_and_grad(read_specs(args.inputs), of=args.of, wrt=_wrt(args))
+    of = autodiff_output(prog, args.of)
+    labels = {f"\u2202{of}/\u2202{name}": g for name, g in grads.items()}
+    return _derivative_output(args, "grad", prog, value, grads,
+                              labels if not args.output else _flat("grad", grads))
+
+
+def cmd_jacobian(args) -> int:
+    prog = _program(args)
+    inputs = read_specs(args.inputs)
+    jac = prog.jacobian(inputs, of=args.of, wrt=_wrt(args))
+    value = prog.evaluate(inputs)[autodiff_output(prog, args.of)]
+    of = autodiff_output(prog, args.of)
+    labels = {f"\u2202{of}/\u2202{name}": j for name, j in jac.items()}
+    return _derivative_output(args, "jacobian", prog, value, jac,
+                              labels if not args.output else _flat("jacobian", jac))
+
+
+def cmd_hessian(args) -> int:
+    prog = _program(args)
+    inputs = read_specs(args.inputs)
+    hess = prog.hessian(inputs, of=args.of, wrt=_wrt(args))
+    of = autodiff_output(prog, args.of)
+    value = prog.evaluate(inputs)[of]
+    labels = {f"\u2202\u00b2{of}/\u2202{a}\u2202{b}": h
+              for a, row in hess.items() for b, h in row.items()}
+    flat = {f"hessian.{a}.{b}": h for a, row in hess.items() for b, h in row.items()}
+    return _derivative_output(args, "hessian", prog, value, hess,
+                              labels if not args.output else flat)
+
+
+def cmd_vjp(args) -> int:
+    prog = _program(args)
+    inputs = read_specs(args.inputs)
+    seed = read_value(args.seed, "--seed")
+    result = prog.vjp(seed, inputs, of=args.of, wrt=_wrt(args))
+    of = autodiff_output(prog, args.of)
+    value = prog.evaluate(inputs)[of]
+    labels = {f"vjp {name}": v for name, v in result.items()}
+    return _derivative_output(args, "vjp", prog, value, result,
+                              labels if not args.output else _flat("vjp", result))
+
+
+def cmd_jvp(args) -> int:
+    prog = _program(args)
+    inputs = read_specs(args.inputs)
+    tangents = read_specs(args.tangents)
+    result = prog.jvp(tangents, inputs, of=args.of)
+    of = autodiff_output(prog, args.of)
+    value = prog.evaluate(inputs)[of]
+    if args.output:
+        write_npz(args.output, {"value": value, "jvp": result})
+    if args.json:
+        print(json.dumps({"of": of, "value": to_json(value), "jvp": to_json(result)}))
+    else:
+        print_labelled([(of, value), (f"jvp {of}", result)])
+    return EXIT_OK
+
+
+def _flat(key: str, table: dict) -> dict:
+    return {f"{key}.{name}": value for name, value in table.items()}
+
+
+def cmd_diff(args) -> int:
+    from . import symbolic
+    prog = api.load(args.file)
+    of = autodiff_output(prog, args.of)
+    derivs = prog.symbolic_grad(of=of, wrt=_wrt(args))
+    if args.json:
+        print(json.dumps({"of": of, "derivatives": symbolic.derivatives_json(derivs)}))
+    else:
+        print(symbolic.format_derivatives(derivs, of, latex=args.latex, cse=args.cse))
+    return EXIT_OK
+
+
+def cmd_check(args) -> int:
+    from . import check
+    if args.points < 1:
+        raise UsageError("--points must be at least 1")
+    prog = api.load(args.file)
+    report = check.check(prog.graph, points=args.points)
+    if args.json:
+        print(json.dumps(report))
+    else:
+        print(check.format_check(report))
+    return EXIT_OK if report["ok"] else EXIT_MISMATCH
+
+
+COMMANDS = {
+    "eval": cmd_eval, "grad": cmd_grad, "jacobian": cmd_jacobian, "hessian": cmd_hessian,
+    "vjp": cmd_vjp, "jvp": cmd_jvp, "diff": cmd_diff, "check": cmd_check,
+}
