@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import difflib
+import os
+import sys
 from pathlib import Path
 
 import numpy as np
@@ -14,7 +16,8 @@ from .lower import lower
 from .parse import parse
 
 DTYPES = {"float64": np.float64, "float32": np.float32}
-BACKENDS = ("auto", "numpy")
+BACKENDS = ("auto", "numpy", "cpu")
+BACKEND_ENV = "DIFFDSL_BACKEND"  # what "auto" means when set: lets a test suite pick numpy
 
 
 class Stats:
@@ -42,17 +45,21 @@ def load(path, **options) -> Program:
 
 
 def compile(source: str, filename: str = "<string>", backend: str = "auto",
-            dtype: str = "float64") -> Program:  # noqa: A001 - the name INTERFACE.md fixes
-    """Compile `.dd` source text into a `Program`."""
+            dtype: str = "float64", cache: bool = True) -> Program:
+    """Compile `.dd` source text into a `Program`.
+
+    `backend` is where evaluations run: "cpu" (Numba kernels), "numpy" (the reference
+    interpreter) or "auto". `cache=False` keeps kernels out of the on-disk cache.
+    """
     graph = lower(parse(source, filename))
-    return Program(graph, filename=filename, backend=backend, dtype=dtype)
+    return Program(graph, filename=filename, backend=backend, dtype=dtype, cache=cache)
 
 
 class Program:
     """A compiled `.dd` program. Every method re-evaluates from the inputs it is given."""
 
     def __init__(self, graph: Graph, filename: str = "<string>", backend: str = "auto",
-                 dtype: str = "float64"):
+                 dtype: str = "float64", cache: bool = True):
         self.graph = graph
         self.filename = filename
         self.stats = Stats()
@@ -60,6 +67,8 @@ class Program:
         self.backend = _check_backend(backend)
         self.dtype = _check_dtype(dtype)
         self._derived: dict = {}
+        self._kernels: dict = {}
+        self.cache = cache
 
     @property
     def inputs(self) -> dict[str, tuple]:
@@ -171,10 +180,81 @@ class Program:
     def _run(self, graph: Graph, inputs: dict, backend, dtype) -> dict:
         batch, arrays = prepare_inputs(graph, inputs)
         dt = DTYPES[_check_dtype(dtype or self.dtype)]
-        _check_backend(backend or self.backend)
-        from .backends import numpy as reference
-        flat = reference.evaluate(graph, arrays, dt)
+        if resolve_backend(backend or self.backend) == "numpy":
+            from .backends import numpy as reference
+            flat = reference.evaluate(graph, arrays, dt)
+        else:
+            flat = self._run_kernel(graph, arrays, batch, dt)
         return unflatten(graph.outputs, flat, batch)
+
+    def _run_kernel(self, graph: Graph, arrays: dict, batch: tuple, dt) -> dict:
+        kernel = self.kernel(graph, np.dtype(dt).name)
+        if batch == ():
+            parts = [arrays[name] for name in graph.inputs]
+            x = parts[0] if len(parts) == 1 else np.concatenate(parts)
+            out = kernel.point(np.ascontiguousarray(x, dtype=dt))
+            return split_outputs(graph, out)
+        rows = int(np.prod(batch))
+        X = np.empty((rows, kernel.n_in), dtype=dt)
+        offset = 0
+        for name, port in graph.inputs.items():
+            X[:, offset:offset + port.size] = arrays[name]
+            offset += port.size
+        return split_outputs(graph, kernel.run(X))
+
+    def kernel(self, graph: Graph, dtype: str = "float64"):
+        """The compiled CPU kernel of `graph`: made once, from the disk cache when there."""
+        key = (id(graph), dtype)
+        found = self._kernels.get(key)
+        if found is not None:
+            return found[1]
+        from .backends import cpu
+        from .cache import CacheUnavailable, KernelCache, kernel_key, warn_in_memory
+        kernel = None
+        if cpu.uses_tape(graph):
+            kernel = cpu.Kernel(graph, dtype)
+        else:
+            key_hex = kernel_key(graph.text(), "cpu", dtype)
+            name = f"diffdsl_kernel_{key_hex[:32]}"
+            from . import __version__
+            source = cpu.module_source(graph, dtype, key_hex, __version__)
+            module = sys.modules.get(name)
+            if module is None and self.cache:
+                store = KernelCache()
+                try:
+                    module = cpu.import_file(name, store.module_path(key_hex, source))
+                except CacheUnavailable as exc:
+                    warn_in_memory(str(exc))
+            if module is None:
+                module = cpu.module_in_memory(name, source)
+            kernel = cpu.Kernel(graph, dtype, module)
+        # Compile now, on a row of zeros, so the build is counted here and not in a timing.
+        kernel.point(np.zeros(kernel.n_in, dtype=dtype))
+        kernel.run(np.zeros((2, kernel.n_in), dtype=dtype))
+        if kernel.compiled_now():
+            self.stats.kernels_built += 1
+        self._kernels[key] = (graph, kernel)  # holding the graph keeps id() unique
+        return kernel
+
+
+def resolve_backend(name: str) -> str:
+    """"auto" is the CPU (no GPU backend yet), or what DIFFDSL_BACKEND names."""
+    name = _check_backend(name)
+    if name == "auto":
+        name = _check_backend(os.environ.get(BACKEND_ENV, "cpu"))
+        if name == "auto":
+            name = "cpu"
+    return name
+
+
+def split_outputs(graph: Graph, out: np.ndarray) -> dict:
+    """Concatenated kernel results, (outputs,) or (rows, outputs), to one array per output."""
+    flat = {}
+    offset = 0
+    for name, port in graph.outputs.items():
+        flat[name] = out[..., offset:offset + port.size]
+        offset += port.size
+    return flat
 
 
 def _by_input(out: dict) -> dict:

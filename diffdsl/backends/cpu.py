@@ -1,0 +1,95 @@
+"""The CPU backend: a graph compiled by Numba, straight-line below a size, a tape above it.
+
+A `Kernel` evaluates rows: `run(X)` takes `X` of shape (rows, inputs) in the concatenated
+layout of `emit` and returns (rows, outputs). Small batches run serially, large ones over
+threads (DESIGN.md, decision 7): on a small shared machine a parallel region costs more than
+a little work.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import sys
+import types
+
+import numpy as np
+
+from ..ir import Graph
+from . import emit, tape
+
+# Graphs with more nodes than this run on the tape; from bench/compile.py (README).
+TAPE_THRESHOLD = 2500
+# Work (rows x nodes) below which a batch runs serially; from bench/threads.py (README).
+PARALLEL_WORK = 200_000
+
+
+def uses_tape(graph: Graph, threshold: int | None = None) -> bool:
+    return len(graph.nodes) > (TAPE_THRESHOLD if threshold is None else threshold)
+
+
+def module_source(graph: Graph, dtype: str, key: str, version: str) -> str:
+    return emit.emit_module(graph, dtype, key, version)
+
+
+def import_file(name: str, path) -> types.ModuleType:
+    """Import a generated module from its file, so Numba can cache its machine code."""
+    spec = importlib.util.spec_from_file_location(name, path)
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module  # Numba's cache locator looks the module up by name
+    try:
+        spec.loader.exec_module(module)
+    except BaseException:
+        sys.modules.pop(name, None)
+        raise
+    return module
+
+
+def module_in_memory(name: str, source: str) -> types.ModuleType:
+    """The same module without a file: compiled in this process only, never cached."""
+    module = types.ModuleType(name)
+    exec(compile(source.replace("cache=True", "cache=False"), f"<{name}>", "exec"),
+         module.__dict__)
+    return module
+
+
+class Kernel:
+    """Compiled evaluation of one graph in one dtype."""
+
+    def __init__(self, graph: Graph, dtype, module=None):
+        self.dtype = np.dtype(dtype)
+        self.nodes = len(graph.nodes)
+        self.n_in = sum(port.size for port in graph.inputs.values())
+        self.n_out = sum(port.size for port in graph.outputs.values())
+        self.module = module
+        self.tape = None if module is not None else tape.Tape(graph, self.dtype)
+
+    def point(self, x: np.ndarray) -> np.ndarray:
+        if self.tape is not None:
+            t = self.tape
+            return tape.point(t.code, t.args, t.consts, t.outputs, x)
+        return self.module.point(x)
+
+    def run(self, X: np.ndarray) -> np.ndarray:
+        out = np.empty((X.shape[0], self.n_out), dtype=self.dtype)
+        parallel = X.shape[0] > 1 and X.shape[0] * self.nodes >= PARALLEL_WORK
+        if self.tape is not None:
+            t = self.tape
+            fn = tape.batch if parallel else tape.batch_serial
+            fn(t.code, t.args, t.consts, t.outputs, X, out)
+        else:
+            (self.module.batch if parallel else self.module.batch_serial)(X, out)
+        return out
+
+    def compiled_now(self) -> int:
+        """How many functions Numba compiled (not loaded from its cache) for this kernel."""
+        if self.tape is not None:
+            fns = [tape.run, tape.point, tape.batch, tape.batch_serial]
+        else:
+            m = self.module
+            fns = [m.body, m.point, m.batch, m.batch_serial]
+        total = 0
+        for fn in fns:
+            stats = getattr(fn, "stats", None)
+            if stats is not None:
+                total += sum(stats.cache_misses.values())
+        return total

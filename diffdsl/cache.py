@@ -1,0 +1,119 @@
+"""The kernel cache: a content-addressed folder of generated modules (DESIGN.md, decision 5).
+
+An entry is `ROOT/KEY/kernel.py`, where KEY is the sha256 of the graph's canonical text, the
+backend, the dtype and the versions of diffdsl, Numba, NumPy and Python. Numba keeps the
+machine code beside it (`__pycache__`), so a second process compiles nothing. Writes are
+atomic (a temporary file, then a rename), so two processes building one kernel both succeed.
+An entry whose text differs from what diffdsl would write now (corrupt, truncated, foreign)
+is rewritten, never trusted. Where the folder cannot be written, kernels are built in memory
+with a warning.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import platform
+import shutil
+import sys
+import tempfile
+import warnings
+from pathlib import Path
+
+ENV = "DIFFDSL_CACHE_DIR"
+MODULE_FILE = "kernel.py"
+
+
+def default_root() -> Path:
+    """The platform's cache folder for diffdsl; `DIFFDSL_CACHE_DIR` overrides it."""
+    override = os.environ.get(ENV)
+    if override:
+        return Path(override).expanduser()
+    system = platform.system()
+    if system == "Windows":
+        base = Path(os.environ.get("LOCALAPPDATA", Path.home() / "AppData" / "Local"))
+        return base / "diffdsl" / "Cache"
+    if system == "Darwin":
+        return Path.home() / "Library" / "Caches" / "diffdsl"
+    return Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "diffdsl"
+
+
+def versions() -> str:
+    import numba
+    import numpy
+
+    from . import __version__
+    return (f"diffdsl {__version__}; numba {numba.__version__}; numpy {numpy.__version__}; "
+            f"python {sys.version_info.major}.{sys.version_info.minor}")
+
+
+def kernel_key(graph_text: str, backend: str, dtype: str) -> str:
+    text = f"{versions()}\nbackend {backend}\ndtype {dtype}\n{graph_text}"
+    return hashlib.sha256(text.encode()).hexdigest()
+
+
+class CacheUnavailable(Exception):
+    """The cache folder cannot be used; the caller builds in memory."""
+
+
+class KernelCache:
+    def __init__(self, root: Path | None = None):
+        self.root = Path(root) if root is not None else default_root()
+
+    def module_path(self, key: str, source: str) -> Path:
+        """The path of the entry for `key`, holding exactly `source`; written if needed."""
+        folder = self.root / key
+        path = folder / MODULE_FILE
+        try:
+            if path.is_file() and path.read_text(encoding="utf-8") == source:
+                return path
+            if path.exists():
+                # Corrupt or foreign: drop it with Numba's stale machine code.
+                shutil.rmtree(folder / "__pycache__", ignore_errors=True)
+            folder.mkdir(parents=True, exist_ok=True)
+            _write_atomic(path, source)
+            return path
+        except (OSError, UnicodeDecodeError) as exc:
+            raise CacheUnavailable(f"{self.root}: {getattr(exc, 'strerror', None) or exc}")
+
+    def drop(self, key: str) -> None:
+        """Remove an entry that failed to load, so the next build starts clean."""
+        shutil.rmtree(self.root / key, ignore_errors=True)
+
+    def entries(self) -> list[Path]:
+        if not self.root.is_dir():
+            return []
+        return sorted(p for p in self.root.iterdir() if (p / MODULE_FILE).is_file())
+
+    def info(self) -> dict:
+        entries = self.entries()
+        size = sum(f.stat().st_size for e in entries for f in e.rglob("*") if f.is_file())
+        return {"path": str(self.root), "entries": len(entries), "bytes": size}
+
+    def clear(self) -> int:
+        """Remove every entry; only folders that hold a diffdsl kernel are touched."""
+        entries = self.entries()
+        for entry in entries:
+            shutil.rmtree(entry, ignore_errors=True)
+        return len(entries)
+
+
+def _write_atomic(path: Path, text: str) -> None:
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".tmp-", suffix=".py")
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as f:
+            f.write(text)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        try:
+            os.unlink(tmp)
+        except OSError:
+            pass
+        raise
+
+
+def warn_in_memory(reason: str) -> None:
+    warnings.warn(f"diffdsl: kernel cache unavailable ({reason}); building in memory",
+                  RuntimeWarning, stacklevel=3)
