@@ -71,6 +71,12 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--points", type=int, default=3, metavar="N",
                    help="random points for numeric comparisons (default 3)")
     p.add_argument("--json", action="store_true", help="machine-readable output")
+
+    p = commands.add_parser("cache", help="Show or clear the kernel cache.",
+                            description="The folder of compiled kernels (DIFFDSL_CACHE_DIR "
+                            "overrides where it is).")
+    p.add_argument("action", choices=("info", "clear"))
+    p.add_argument("--json", action="store_true", help="machine-readable output")
     return parser
 
 
@@ -248,7 +254,8 @@ def write_npz(path: str, arrays: dict) -> None:
 
 # commands ----------------------------------------------------------------------------------
 def _program(args) -> api.Program:
-    return api.load(args.file, backend=args.backend, dtype=args.dtype)
+    return api.load(args.file, backend=args.backend, dtype=args.dtype,
+                    cache=not args.no_cache)
 
 
 def cmd_eval(args) -> int:
@@ -380,7 +387,25 @@ def cmd_check(args) -> int:
     return EXIT_OK if report["ok"] else EXIT_MISMATCH
 
 
+def cmd_cache(args) -> int:
+    from .cache import KernelCache
+    store = KernelCache()
+    if args.action == "clear":
+        removed = store.clear()
+        info = {"path": str(store.root), "removed": removed}
+        print(json.dumps(info) if args.json else f"removed {removed} kernels from {store.root}")
+        return EXIT_OK
+    info = store.info()
+    if args.json:
+        print(json.dumps(info))
+    else:
+        print(f"kernel cache: {info['path']}\nentries: {info['entries']}\n"
+              f"size: {info['bytes'] / 1e6:.1f} MB")
+    return EXIT_OK
+
+
 COMMANDS = {
+    "cache": cmd_cache,
     "eval": cmd_eval, "grad": cmd_grad, "jacobian": cmd_jacobian, "hessian": cmd_hessian,
     "vjp": cmd_vjp, "jvp": cmd_jvp, "diff": cmd_diff, "check": cmd_check,
 }
