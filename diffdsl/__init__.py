@@ -19,8 +19,8 @@ from .errors import (
     UnknownNameError,
     UsageError,
 )
+from .version import __version__
 
-__version__ = "0.1.0"
 
 __all__ = [
     "Program", "compile", "load", "DiffDSLError", "DDSyntaxError", "UnknownNameError",

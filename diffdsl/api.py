@@ -12,8 +12,6 @@ import numpy as np
 from . import autodiff
 from .errors import InputError, UsageError
 from .ir import Graph, Port
-from .lower import lower
-from .parse import parse
 
 DTYPES = {"float64": np.float64, "float32": np.float32}
 BACKENDS = ("auto", "numpy", "cpu")
@@ -36,7 +34,7 @@ def load(path, **options) -> Program:
     """Read and compile a `.dd` file."""
     path = Path(path)
     try:
-        source = path.read_text(encoding="utf-8")
+        source = path.read_text(encoding="utf-8-sig")  # a byte order mark is not code
     except OSError as exc:
         raise UsageError(f"cannot read {path}: {exc.strerror or exc}") from None
     except UnicodeDecodeError:
@@ -51,6 +49,8 @@ def compile(source: str, filename: str = "<string>", backend: str = "auto",
     `backend` is where evaluations run: "cpu" (Numba kernels), "numpy" (the reference
     interpreter) or "auto". `cache=False` keeps kernels out of the on-disk cache.
     """
+    from .lower import lower  # Lark loads here, not at `import diffdsl`
+    from .parse import parse
     graph = lower(parse(source, filename))
     return Program(graph, filename=filename, backend=backend, dtype=dtype, cache=cache)
 
@@ -216,7 +216,7 @@ class Program:
         else:
             key_hex = kernel_key(graph.text(), "cpu", dtype)
             name = f"diffdsl_kernel_{key_hex[:32]}"
-            from . import __version__
+            from .version import __version__
             source = cpu.module_source(graph, dtype, key_hex, __version__)
             module = sys.modules.get(name)
             if module is None and self.cache:
@@ -330,14 +330,34 @@ def prepare_inputs(graph: Graph, given: dict) -> tuple[tuple, dict]:
 
 
 def as_real_array(name: str, value) -> np.ndarray:
-    if isinstance(value, (str, bytes)):
-        raise InputError(f"input '{name}': expected numbers, got the text {value!r}")
+    if isinstance(value, np.ndarray):
+        if value.dtype.kind not in "fiu":
+            raise InputError(f"input '{name}': expected real numbers, got an array of "
+                             f"{value.dtype}")
+        return value if value.dtype == np.float64 else value.astype(np.float64)
+    bad = _not_a_number(value)
+    if bad is not None:
+        raise InputError(f"input '{name}': expected numbers, got {bad}")
     try:
         arr = np.asarray(value, dtype=np.float64)
     except (ValueError, TypeError):
         raise InputError(f"input '{name}': expected a number or a regular nested list of "
                          "numbers (every row the same length)") from None
     return arr
+
+
+def _not_a_number(value) -> str | None:
+    """What in a nested list is not a real number (None, booleans, text), or None if all are."""
+    stack = [value]
+    while stack:
+        item = stack.pop()
+        if isinstance(item, (list, tuple)):
+            stack.extend(item)
+        elif isinstance(item, (bool, np.bool_)) or item is None or isinstance(item, (str, bytes)):
+            return "null" if item is None else repr(item)
+        elif not isinstance(item, (int, float, np.number)):
+            return f"a {type(item).__name__}"
+    return None
 
 
 def unflatten(ports: dict[str, Port], flat: dict, batch: tuple) -> dict:

@@ -42,7 +42,7 @@ def versions() -> str:
     import numba
     import numpy
 
-    from . import __version__
+    from .version import __version__
     return (f"diffdsl {__version__}; numba {numba.__version__}; numpy {numpy.__version__}; "
             f"python {sys.version_info.major}.{sys.version_info.minor}")
 

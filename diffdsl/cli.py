@@ -93,7 +93,7 @@ def _wrt(args):
 
 
 def _version() -> str:
-    from . import __version__
+    from .version import __version__
     return __version__
 
 
@@ -156,16 +156,28 @@ def _is_file(text: str) -> bool:
 def read_value(text: str, name: str = "value"):
     """A VALUE: JSON text, or the path of a .npy or .json file holding one value."""
     path = Path(text)
-    if text.endswith((".npy", ".json")) or _is_file(text):
-        if not _is_file(text):
-            raise InputError(f"{name}: no such file {text!r}")
-        if path.suffix == ".npy":
-            try:
-                return np.load(path, allow_pickle=False)
-            except (OSError, ValueError) as exc:
-                raise InputError(f"{name}: cannot read {text}: {exc}") from None
-        return _load_json(path.read_text(encoding="utf-8"), f"{name} ({text})")
-    return _load_json(text, name)
+    if not (text.endswith((".npy", ".json")) or _is_file(text)):
+        return _load_json(text, name)
+    if not _is_file(text):
+        raise InputError(f"{name}: no such file {text!r}")
+    if path.suffix == ".npy":
+        try:
+            return np.load(path, allow_pickle=False)
+        except Exception as exc:  # numpy raises many kinds for a damaged file
+            raise InputError(f"{name}: cannot read {text} as a .npy array: {exc}") from None
+    if path.suffix != ".json":
+        raise InputError(f"{name}: a value file must be .npy or .json, got {text!r}",
+                         hint="an .npz file holds several inputs: pass it as --inputs FILE")
+    return _load_json(_read_text(path), f"{name} ({text})")
+
+
+def _read_text(path: Path) -> str:
+    try:
+        return path.read_text(encoding="utf-8")
+    except UnicodeDecodeError:
+        raise InputError(f"{path} is not UTF-8 text") from None
+    except OSError as exc:
+        raise InputError(f"cannot read {path}: {exc.strerror or exc}") from None
 
 
 def _load_json(text: str, where: str):
@@ -195,10 +207,10 @@ def _read_inputs_file(path: Path) -> dict:
         try:
             with np.load(path, allow_pickle=False) as data:
                 return {name: data[name] for name in data.files}
-        except (OSError, ValueError) as exc:
-            raise InputError(f"cannot read {path}: {exc}") from None
+        except Exception as exc:  # zipfile, OS and value errors for a damaged file
+            raise InputError(f"cannot read {path} as an .npz file: {exc}") from None
     if path.suffix == ".json":
-        value = _load_json(path.read_text(encoding="utf-8"), str(path))
+        value = _load_json(_read_text(path), str(path))
         if not isinstance(value, dict):
             raise InputError(f"{path}: expected a JSON object of name -> value")
         return {k: _decode_nonfinite(v) for k, v in value.items()}

@@ -11,6 +11,7 @@ turns the n! expansion of the determinant by minors into about n·2ⁿ steps.
 from __future__ import annotations
 
 import difflib
+import math
 import sys
 import threading
 from collections import ChainMap
@@ -28,6 +29,7 @@ from .errors import (
 )
 from .ir import Builder, Graph, Port
 from .values import (
+    MAX_ELEMENTS,
     Dyn,
     Values,
     describe,
@@ -103,6 +105,10 @@ class _Lowerer:
             if isinstance(st, s.Def):
                 if st.name in self.functions:
                     raise AssignmentError(f"function '{st.name}' is defined twice", st.span)
+                for k, param in enumerate(st.params):
+                    if param in st.params[:k]:
+                        raise AssignmentError(f"def '{st.name}' has two parameters named "
+                                              f"'{param}'", st.span)
                 self._check_body(st)
                 self.functions[st.name] = _Function(st)
         scope: dict = {}
@@ -187,7 +193,10 @@ class _Lowerer:
                 raise ShapeError(f"input dimensions must be at least 1, got {value}", d.span)
             dims.append(value)
         shape = tuple(dims)
-        size = int(np.prod(shape)) if shape else 1
+        size = math.prod(shape)
+        if size > MAX_ELEMENTS:
+            raise ShapeError(f"input '{st.name}' has {size} elements; diffdsl unrolls arrays to "
+                             f"scalars and takes at most {MAX_ELEMENTS}", st.span)
         ids = tuple(self.b.input(st.name, k) for k in range(size))
         self.inputs[st.name] = Port(shape, ids, st.span)
         if shape:

@@ -102,9 +102,9 @@ def _syntax_error(exc: UnexpectedInput, source: str, filename: str) -> DDSyntaxE
         tok = exc.token
         if tok.type == "$END":
             line, column = _end_position(source)
-            what = "the end of the file"
+            what = "end of the file"
         elif tok.type == "_NL":
-            what = "the end of the line"
+            what = "end of the line"
         else:
             what = repr(str(tok))
             width = max(1, len(str(tok)))
@@ -127,16 +127,27 @@ def _end_position(source: str) -> tuple[int, int]:
     return len(lines), len(lines[-1]) + 1
 
 
+_OPERATORS = {"ADDOP", "MULOP", "POWOP", "CMPOP", "AND", "OR", "AUGOP"}
+
+
 def _expected(names) -> str:
+    """Say what could come next: keywords and punctuation by name, operators as a group."""
+    names = set(names or ())
     words = []
-    for name in sorted(names or ()):
+    for name in sorted(names - _OPERATORS):
         word = _TERMINAL_NAMES.get(name)
         if word is None:
             word = f"'{name.lower()}'" if name.isalpha() else None
         if word and word not in words:
             words.append(word)
-    if not words or len(words) > 6:
+    if names & _OPERATORS == {"ADDOP"}:
+        words.append("'-'")  # only a unary sign can come here
+    elif names & _OPERATORS:
+        words.append("an operator")
+    if not words:
         return ""
+    if len(words) > 6:
+        words = words[:5] + ["..."]
     return ", ".join(words[:-1]) + (" or " if len(words) > 1 else "") + words[-1]
 
 
@@ -274,7 +285,11 @@ class _ToSyntax(Transformer_NonRecursive):
         return s.Slice(start, stop, step, self._span(meta))
 
     def int_lit(self, meta, tok):
-        return s.Num(int(tok), self._span(meta))
+        try:
+            value = int(tok)
+        except ValueError:  # longer than Python converts (4300 digits): a real, inf
+            value = float(tok)
+        return s.Num(value, self._span(meta))
 
     def float_lit(self, meta, tok):
         return s.Num(float(tok), self._span(meta))

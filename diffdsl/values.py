@@ -66,6 +66,15 @@ def memo_key(x):
 
 
 _PY_ARITH = {"+": operator.add, "-": operator.sub, "*": operator.mul}
+MAX_ELEMENTS = 10_000_000  # arrays unroll to scalar nodes; beyond this nothing would finish
+
+
+def to_real(x) -> float:
+    """A static number as a real; an integer too large for a double is infinite, as in IEEE."""
+    try:
+        return float(x)
+    except OverflowError:
+        return math.inf if x > 0 else -math.inf
 
 
 class Values:
@@ -90,7 +99,7 @@ class Values:
             return x.id
         if is_array(x):
             raise ShapeError(f"expected a scalar, got {describe(x)}", span)
-        return self.b.const(float(x))
+        return self.b.const(to_real(x))
 
     def is_static(self, x) -> bool:
         if is_array(x):
@@ -127,12 +136,14 @@ class Values:
         if op in _PY_ARITH and type(x) in (int, bool) and type(y) in (int, bool):
             return _PY_ARITH[op](int(x), int(y))
         if op == "**" and type(x) in (int, bool) and type(y) in (int, bool):
-            if y >= 0:
+            if y >= 0 and (abs(x) <= 1 or y * math.log2(abs(x)) < 4096):
                 return int(x) ** int(y)
+            if y >= 0:  # an exact integer that large is useless here; IEEE says inf
+                return static_real("pow", to_real(x), to_real(y))
             if x == 0:
                 return math.inf
             return float(x) ** int(y)  # 2 ** -1 is 0.5, as in Python
-        return static_real(ARITHMETIC[op], float(x), float(y))
+        return static_real(ARITHMETIC[op], to_real(x), to_real(y))
 
     def int_op(self, op: str, a, b, span):
         def one(x, y):
@@ -160,7 +171,7 @@ class Values:
         def one(*xs):
             if any(isinstance(x, Dyn) for x in xs):
                 return self.op(name, *xs)
-            return static_real(name, *(float(x) for x in xs))
+            return static_real(name, *(to_real(x) for x in xs))
         return self.elementwise(one, args, span, f"{name}()")
 
     # conditions -----------------------------------------------------------------------------

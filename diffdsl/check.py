@@ -1,0 +1,359 @@
+"""`diffdsl check`: our derivatives against two independent oracles (DESIGN.md, style 9).
+
+For every output and every input of a program:
+
+symbolic
+    Our Jacobian graph (`autodiff.jacobian`) is exported to SymPy and compared element by
+    element with `sympy.diff` of the exported output. An element is
+
+    - "proven" when SymPy reduces the difference to 0: at once, after `expand` (fast for
+      polynomials such as determinants), or after `simplify` (for small expressions only);
+    - "numeric50" when the two agree at every random point, evaluated with 50-digit
+      arithmetic, to a relative 1e-30;
+    - "rounding" when they agree there to a relative 1e-12 but not to 1e-30: constant folding
+      in float64 rounded a constant of our graph that no exact form was found for (`4 / c`
+      for an arbitrary float `c` is one rounding away from SymPy's exact quotient);
+    - "mismatch" otherwise;
+    - "skipped", with the reason, when SymPy cannot differentiate the output or it is too large.
+
+numeric
+    Central finite differences `(f(x + h v) - f(x - h v)) / 2h` against `J v`, with `J` from
+    our Jacobian graph evaluated by the NumPy interpreter (the reverse-mode graph and the
+    forward-mode graph both), along random directions `v` and, for inputs of up to 25
+    elements, along every coordinate.
+
+Random points draw every input element uniformly from [0.5, 1.5), reproducibly from `seed`.
+The report is JSON-ready: `{"ok": ..., "symbolic": {OUT: {IN: ...}}, "numeric": {OUT: {IN:
+...}}}`.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import sympy as sp
+
+from . import autodiff, symbolic
+from .backends import numpy as reference
+from .ir import Graph
+
+LOW, HIGH = 0.5, 1.5
+
+# symbolic
+DIGITS = 50
+EXACT_RTOL = 1e-30
+ROUNDING_RTOL = 1e-12
+EXPAND_LIMIT = 50_000  # tree size (graph-measured) up to which `expand` is tried
+SIMPLIFY_LIMIT = 2_000  # count_ops up to which `simplify` is tried
+TREE_LIMIT = 1_000_000  # tree size beyond which SymPy is not asked at all
+DEPTH_LIMIT = 300  # SymPy recurses over expressions; deeper ones exhaust Python's stack
+MAX_REPORTED = 20  # mismatches listed per output and input
+
+# numeric
+STEP = 1e-6
+RTOL = 1e-5
+FLOOR = 1e-3  # absolute floor, relative to the size of the values: FD's rounding noise
+DIRECTIONS = 2
+ELEMENTWISE_MAX = 25
+
+_RANK = {"proven": 0, "numeric50": 1, "rounding": 2, "skipped": 3, "mismatch": 4}
+
+
+def check(graph: Graph, points: int = 3, seed: int = 0) -> dict:
+    """Check the derivative of every output with respect to every input; see the module."""
+    points = max(1, int(points))
+    rng = np.random.default_rng(seed)
+    x0 = {name: rng.uniform(LOW, HIGH, size=(points, port.size))
+          for name, port in graph.inputs.items()}
+    report = {"ok": True, "symbolic": {}, "numeric": {}}
+    if not graph.inputs:
+        return report
+    syms = symbolic.Symbols(graph)
+    sizes, depths = tree_sizes(graph, TREE_LIMIT)
+    for out in graph.outputs:
+        rev = autodiff.jacobian(graph, out, mode="reverse")
+        fwd = autodiff.jacobian(graph, out, mode="forward")
+        jac_rev = _evaluate_jacobian(graph, rev, out, x0)
+        jac_fwd = _evaluate_jacobian(graph, fwd, out, x0)
+        report["numeric"][out] = _numeric(graph, out, x0, [jac_rev, jac_fwd], rng)
+        report["symbolic"][out] = _symbolic(graph, out, rev, syms, x0, jac_rev, sizes, depths)
+    for per_out in report["symbolic"].values():
+        for entry in per_out.values():
+            if entry["status"] == "mismatch":
+                report["ok"] = False
+    for per_out in report["numeric"].values():
+        for entry in per_out.values():
+            if not entry["ok"]:
+                report["ok"] = False
+    return report
+
+
+# ---------------------------------------------------------------------------------------------
+# helpers
+
+
+def tree_sizes(graph: Graph, cap: int) -> tuple[list[int], list[int]]:
+    """For every node, the size of its expression written out as a tree (capped at `cap`) and
+    its depth: what SymPy will face, measured on the graph in one forward loop."""
+    sizes = [1] * len(graph.nodes)
+    depths = [1] * len(graph.nodes)
+    for i, node in enumerate(graph.nodes):
+        if node.args:
+            sizes[i] = min(cap, 1 + sum(sizes[a] for a in node.args))
+            depths[i] = 1 + max(depths[a] for a in node.args)
+    return sizes, depths
+
+
+def _evaluate_jacobian(graph: Graph, jac: Graph, out: str, x0: dict) -> dict:
+    """input -> array (points, out size, input size); plus "value" -> (points, out size)."""
+    values = reference.evaluate(jac, x0)
+    size = graph.outputs[out].size
+    result = {"value": values["value"]}
+    for name, port in graph.inputs.items():
+        result[name] = values[autodiff.d_name(name)].reshape(-1, size, port.size)
+    return result
+
+
+def _element(out_shape, in_shape, s, t) -> list[int]:
+    return list(symbolic.unravel(s, out_shape)) + list(symbolic.unravel(t, in_shape))
+
+
+# ---------------------------------------------------------------------------------------------
+# numeric
+
+
+def _numeric(graph: Graph, out: str, x0: dict, jacs: list, rng) -> dict:
+    result = {}
+    out_shape = graph.outputs[out].shape
+    f0 = jacs[0]["value"]  # (points, S)
+    for name, port in graph.inputs.items():
+        npts, size = x0[name].shape
+        dirs = rng.standard_normal((npts, DIRECTIONS, size))
+        dirs /= np.maximum(np.abs(dirs).max(axis=2, keepdims=True), 1e-300)
+        elementwise = size <= ELEMENTWISE_MAX
+        if elementwise:
+            eye = np.broadcast_to(np.eye(size), (npts, size, size))
+            dirs = np.concatenate([dirs, eye], axis=1)
+        k = dirs.shape[1]
+        h = STEP * np.maximum(1.0, np.abs(x0[name]).max(axis=1))  # (points,)
+        step = h[:, None, None] * dirs  # (points, k, size)
+        batch = {}
+        for other, value in x0.items():
+            rows = np.repeat(value[:, None, :], k, axis=1)  # (points, k, size)
+            if other == name:
+                plus, minus = rows + step, rows - step
+            else:
+                plus = minus = rows
+            batch[other] = np.concatenate([plus, minus], axis=0).reshape(-1, value.shape[1])
+        with np.errstate(all="ignore"):
+            fx = reference.evaluate(graph, batch)[out].reshape(2, npts, k, -1)
+            fd = (fx[0] - fx[1]) / (2.0 * h[:, None, None])  # (points, k, S)
+        worst = (0.0, None)
+        for jac in jacs:
+            with np.errstate(all="ignore"):
+                jv = np.einsum("pst,pkt->pks", jac[name], dirs)
+            rel = _relative_errors(fd, jv, f0)
+            if rel.size and np.nanmax(rel) > worst[0]:
+                p, d, s = np.unravel_index(int(np.nanargmax(rel)), rel.shape)
+                worst = (float(rel[p, d, s]), (int(d), int(s)))
+        entry = {"max_rel_error": worst[0], "ok": bool(worst[0] <= RTOL)}
+        if worst[1] is not None:
+            d, s = worst[1]
+            if d >= DIRECTIONS:
+                entry["worst_element"] = _element(out_shape, port.shape, s, d - DIRECTIONS)
+                entry["worst_kind"] = "element"
+            else:
+                entry["worst_element"] = list(symbolic.unravel(s, out_shape))
+                entry["worst_kind"] = "direction"
+        else:
+            entry["worst_element"] = []
+            entry["worst_kind"] = "none"
+        entry["directions"] = int(k)
+        result[name] = entry
+    return result
+
+
+def _relative_errors(fd: np.ndarray, jv: np.ndarray, f0: np.ndarray) -> np.ndarray:
+    """|FD - Jv| over max(|FD|, |Jv|, floor); nan where the function itself is not finite."""
+    with np.errstate(all="ignore"):
+        finite_f = np.isfinite(f0)[:, None, :]  # (points, 1, S)
+        scale_f = np.where(np.isfinite(f0), np.abs(f0), 0.0).max(axis=1)
+        scale_j = np.where(np.isfinite(jv), np.abs(jv), 0.0).max(axis=(1, 2))
+        floor = FLOOR * np.maximum(scale_f, scale_j)[:, None, None]
+        err = np.abs(fd - jv)
+        denom = np.maximum(np.maximum(np.abs(fd), np.abs(jv)), floor)
+        rel = np.where(err == 0, 0.0, err / np.where(denom > 0, denom, 1.0))
+        rel = np.where(np.isfinite(fd) & np.isfinite(jv), rel, np.inf)
+        # Where the function is not finite (outside its domain) nothing can be checked.
+        return np.where(finite_f, rel, np.nan)
+
+
+# ---------------------------------------------------------------------------------------------
+# symbolic
+
+
+def _symbolic(graph: Graph, out: str, jac: Graph, syms, x0: dict, jac_values: dict,
+              sizes: list, depths: list) -> dict:
+    out_port = graph.outputs[out]
+    names = list(graph.inputs)
+    result = {}
+    jac_sizes, jac_depths = tree_sizes(jac, TREE_LIMIT)
+    jac_ids = [i for n in names for i in jac.outputs[autodiff.d_name(n)].ids]
+    big = max([sizes[i] for i in out_port.ids] + [jac_sizes[i] for i in jac_ids])
+    deep = max([depths[i] for i in out_port.ids] + [jac_depths[i] for i in jac_ids])
+    reason = None
+    if big >= TREE_LIMIT:
+        reason = f"the expressions have more than {TREE_LIMIT} terms written out"
+    elif deep > DEPTH_LIMIT:
+        reason = f"the expressions are {deep} operations deep (SymPy recurses over them)"
+    if reason is None:
+        try:
+            f = symbolic.function_exprs(graph, out, syms.plain_atom)
+            ours = symbolic.jacobian_exprs(jac, names, syms.plain_atom)
+        except RecursionError:
+            reason = "SymPy ran out of stack building the expressions"
+    if reason is not None:
+        for name in names:
+            elements = out_port.size * graph.inputs[name].size
+            result[name] = {"status": "skipped", "reason": reason, "elements": elements,
+                            "counts": {"skipped": elements}, "mismatches": []}
+        return result
+    subs = [{s: sp.Float(float(x0[n][p, k]), DIGITS + 10)
+             for n in names for k, s in enumerate(syms.plain[n])}
+            for p in range(next(iter(x0.values())).shape[0])]
+    for name in names:
+        port = graph.inputs[name]
+        jac_port = jac.outputs[autodiff.d_name(name)]
+        with np.errstate(all="ignore"):
+            block = np.abs(np.where(np.isfinite(jac_values[name]), jac_values[name], 0.0))
+            scales = block.max(axis=(1, 2)) if block.size else np.zeros(len(subs))
+        counts: dict[str, int] = {}
+        mismatches = []
+        skip_reasons = []
+        for s in range(out_port.size):
+            for t in range(port.size):
+                size = jac_sizes[jac_port.ids[s * port.size + t]] + sizes[out_port.ids[s]]
+                try:
+                    theirs = symbolic.oracle_diff(f[s], syms.plain[name][t])
+                    if symbolic.has_unevaluated(theirs):
+                        status, detail = "skipped", f"sympy.diff left {theirs}"
+                    else:
+                        status, detail = compare(ours[name][s * port.size + t], theirs,
+                                                 subs, scales, size)
+                except RecursionError:
+                    status, detail = "skipped", "SymPy ran out of stack"
+                counts[status] = counts.get(status, 0) + 1
+                element = _element(out_port.shape, port.shape, s, t)
+                if status == "mismatch" and len(mismatches) < MAX_REPORTED:
+                    mismatches.append({"element": element,
+                                       "output_index": list(symbolic.unravel(s, out_port.shape)),
+                                       "input_index": list(symbolic.unravel(t, port.shape)),
+                                       "ours": _short(ours[name][s * port.size + t]),
+                                       "sympy": _short(theirs), "detail": detail})
+                elif status == "skipped" and len(skip_reasons) < 3:
+                    skip_reasons.append(f"{element}: {detail}")
+        status = max(counts, key=_RANK.__getitem__) if counts else "proven"
+        entry = {"status": status, "elements": out_port.size * port.size, "counts": counts,
+                 "mismatches": mismatches}
+        if skip_reasons:
+            entry["reason"] = "; ".join(skip_reasons)
+        result[name] = entry
+    return result
+
+
+def compare(ours: sp.Expr, theirs: sp.Expr, subs: list, scales, size: int) -> tuple[str, str]:
+    """Status of one element (see the module) and a note on how it was decided."""
+    diff = ours - theirs
+    if diff == 0:
+        return "proven", "identical"
+    if size <= EXPAND_LIMIT and sp.expand(diff) == 0:
+        return "proven", "expand"
+    worst = 0.0
+    for pt, scale in zip(subs, scales, strict=True):
+        rel = _numeric_difference(ours, theirs, pt, float(scale))
+        worst = max(worst, rel)
+        if worst > ROUNDING_RTOL:
+            return "mismatch", f"relative difference {worst:.3g} at 50 digits"
+    if size <= SIMPLIFY_LIMIT and sp.count_ops(diff) <= SIMPLIFY_LIMIT:
+        if sp.simplify(diff) == 0:
+            return "proven", "simplify"
+    if worst <= EXACT_RTOL:
+        return "numeric50", f"relative difference {worst:.3g} at 50 digits"
+    return "rounding", f"relative difference {worst:.3g} at 50 digits"
+
+
+def _numeric_difference(ours: sp.Expr, theirs: sp.Expr, pt: dict, scale: float) -> float:
+    a = ours.evalf(DIGITS, subs=pt)
+    b = theirs.evalf(DIGITS, subs=pt)
+    if a == b:
+        return 0.0
+    try:
+        magnitude = max(abs(complex(a)), abs(complex(b)), scale if math.isfinite(scale) else 0)
+        gap = abs(complex((a - b).evalf(DIGITS)))
+    except (TypeError, ValueError):
+        return math.inf  # one side did not evaluate to a number
+    if not (math.isfinite(magnitude) and math.isfinite(gap)):
+        return math.inf
+    if gap == 0:
+        return 0.0
+    return gap / magnitude if magnitude > 0 else math.inf
+
+
+def _short(expr, limit: int = 2000) -> str:
+    text = str(expr)
+    return text if len(text) <= limit else text[:limit] + " ..."
+
+
+# ---------------------------------------------------------------------------------------------
+# printing
+
+
+def format_check(report: dict) -> str:
+    """Human-readable lines for a `check` report."""
+    lines = []
+    outs = list(dict.fromkeys(list(report["symbolic"]) + list(report["numeric"])))
+    for out in outs:
+        sym_out = report["symbolic"].get(out, {})
+        num_out = report["numeric"].get(out, {})
+        for name in dict.fromkeys(list(sym_out) + list(num_out)):
+            parts = []
+            sym = sym_out.get(name)
+            if sym is not None:
+                parts.append(_symbolic_phrase(sym))
+            num = num_out.get(name)
+            if num is not None:
+                verdict = "ok" if num["ok"] else "FAILED"
+                parts.append(f"finite differences max rel err {num['max_rel_error']:.2g} "
+                             f"{verdict}")
+                if not num["ok"] and num.get("worst_element"):
+                    parts[-1] += f" (worst at {out}{_index(num['worst_element'])}, " \
+                                 f"{num.get('worst_kind')})"
+            lines.append(f"d/d{name} of {out}: " + ", ".join(parts))
+            for m in (sym or {}).get("mismatches", []):
+                lines.append(f"MISMATCH d/d{name}{_index(m['input_index'])} of "
+                             f"{out}{_index(m['output_index'])}: ours {m['ours']}  "
+                             f"sympy {m['sympy']}")
+            if sym is not None and sym["status"] == "skipped" and sym.get("reason"):
+                lines.append(f"  skipped: {sym['reason']}")
+    lines.append("ok" if report["ok"] else "FAILED: derivatives disagree")
+    return "\n".join(lines)
+
+
+def _symbolic_phrase(sym: dict) -> str:
+    n = sym["elements"]
+    noun = "element" if n == 1 else "elements"
+    status = sym["status"]
+    if status == "mismatch":
+        bad = sym["counts"].get("mismatch", 0)
+        return f"symbolic MISMATCH ({bad} of {n} {noun})"
+    counts = sym.get("counts", {})
+    if len(counts) > 1:
+        detail = ", ".join(f"{counts[k]} {k}" for k in sorted(counts, key=_RANK.__getitem__))
+        return f"symbolic {status} ({n} {noun}: {detail})"
+    return f"symbolic {status} ({n} {noun})"
+
+
+def _index(index) -> str:
+    return f"[{', '.join(map(str, index))}]" if index else ""
+
