@@ -72,6 +72,14 @@ def build_parser() -> argparse.ArgumentParser:
                    help="random points for numeric comparisons (default 3)")
     p.add_argument("--json", action="store_true", help="machine-readable output")
 
+    p = commands.add_parser("graph", help="Draw the graph of a program or its gradient.",
+                            description="Write the graph as Graphviz DOT (to stdout or "
+                            "OUT.dot), or render OUT.svg / OUT.png with Graphviz's `dot`.")
+    p.add_argument("file", metavar="FILE")
+    p.add_argument("--of", metavar="NAME", help="only this output")
+    p.add_argument("--grad", action="store_true", help="the gradient graph of the output")
+    p.add_argument("-o", dest="out", metavar="OUT.dot|OUT.svg|OUT.png")
+
     p = commands.add_parser("cache", help="Show or clear the kernel cache.",
                             description="The folder of compiled kernels (DIFFDSL_CACHE_DIR "
                             "overrides where it is).")
@@ -399,6 +407,54 @@ def cmd_check(args) -> int:
     return EXIT_OK if report["ok"] else EXIT_MISMATCH
 
 
+def cmd_graph(args) -> int:
+    import shutil
+    import subprocess
+
+    from .autodiff import grad, pick_output
+    from .dot import to_dot
+    from .ir import prune
+    prog = api.load(args.file)
+    graph = prog.graph
+    if args.grad:
+        graph = grad(graph, args.of)
+    elif args.of is not None:
+        of = pick_output(graph, args.of)
+        graph = prune(graph.nodes, graph.inputs, {of: graph.outputs[of]})
+    text = to_dot(graph, Path(args.file).name)
+    if not args.out:
+        sys.stdout.write(text)
+        return EXIT_OK
+    target = Path(args.out)
+    if target.suffix == ".dot":
+        _write_text_atomic(target, text)
+        return EXIT_OK
+    if target.suffix not in (".svg", ".png"):
+        raise UsageError(f"-o must end in .dot, .svg or .png, got {args.out!r}")
+    dot = shutil.which("dot")
+    if dot is None:
+        raise UsageError("rendering .svg or .png needs Graphviz's `dot` program",
+                         hint="install graphviz, or write DOT text with -o OUT.dot")
+    tmp = target.with_name(target.name + ".tmp")
+    done = subprocess.run([dot, f"-T{target.suffix[1:]}", "-o", str(tmp)], input=text,
+                          text=True, capture_output=True)
+    if done.returncode != 0:
+        tmp.unlink(missing_ok=True)
+        raise UsageError(f"Graphviz failed: {done.stderr.strip()}")
+    tmp.replace(target)
+    return EXIT_OK
+
+
+def _write_text_atomic(target: Path, text: str) -> None:
+    tmp = target.with_name(target.name + ".tmp")
+    try:
+        tmp.write_text(text, encoding="utf-8")
+        tmp.replace(target)
+    except OSError as exc:
+        tmp.unlink(missing_ok=True)
+        raise UsageError(f"cannot write {target}: {exc.strerror or exc}") from None
+
+
 def cmd_cache(args) -> int:
     from .cache import KernelCache
     store = KernelCache()
@@ -418,6 +474,7 @@ def cmd_cache(args) -> int:
 
 COMMANDS = {
     "cache": cmd_cache,
+    "graph": cmd_graph,
     "eval": cmd_eval, "grad": cmd_grad, "jacobian": cmd_jacobian, "hessian": cmd_hessian,
     "vjp": cmd_vjp, "jvp": cmd_jvp, "diff": cmd_diff, "check": cmd_check,
 }
