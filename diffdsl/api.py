@@ -191,7 +191,7 @@ class Program:
         kernel = self.kernel(graph, np.dtype(dt).name)
         if batch == ():
             parts = [arrays[name] for name in graph.inputs]
-            x = parts[0] if len(parts) == 1 else np.concatenate(parts)
+            x = parts[0] if len(parts) == 1 else np.concatenate(parts or [np.empty(0)])
             out = kernel.point(np.ascontiguousarray(x, dtype=dt))
             return split_outputs(graph, out)
         rows = int(np.prod(batch))
