@@ -1,0 +1,212 @@
+"""The layout rules of DESIGN.md: import direction, light `import diffdsl`, a complete wheel.
+
+Every module under `diffdsl/` has a layer (DESIGN.md, "Layout and import direction") and may
+import only diffdsl modules of lower layers, wherever the import stands (function-local imports
+count). The exceptions are that `backends/cpu.py` and `backends/cuda.py` may import
+`backends/tape.py` beside them, and `__main__.py` runs `cli.py`. `from . import __version__`
+imports the package's `__init__` (layer 7) like any other name from it. A new module fails
+`test_every_module_has_a_layer` until it is placed in `LAYERS`.
+"""
+
+from __future__ import annotations
+
+import ast
+import shutil
+import subprocess
+import sys
+import zipfile
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+PACKAGE = ROOT / "diffdsl"
+
+# Module path (relative to diffdsl/, without .py) -> layer. `values` and `builtins` are
+# helpers of `lower`: below it, above `ir`, `ops` and `errors`; `builtins` works on the values
+# of `values`, so it sits just above it. A package's `__init__` sits just above the modules it
+# may gather.
+LAYERS = {
+    "errors": 0,
+    "version": 0,
+    "syntax": 1,
+    "ops": 1,
+    "parse": 2,
+    "ir": 2,
+    "values": 2.5,
+    "builtins": 2.75,
+    "lower": 3,
+    "autodiff": 3,
+    "passes/*": 3,
+    "passes/__init__": 3.5,
+    "symbolic": 3.5,  # exports the derivative graphs autodiff makes
+    "dot": 3,
+    "backends/emit": 3,
+    "backends/numpy": 4,
+    "backends/cpu": 4,
+    "backends/cuda": 4,
+    "backends/tape": 4,
+    "backends/__init__": 4.5,
+    "cache": 5,
+    "check": 5,  # uses symbolic, autodiff and the numpy interpreter
+    "api": 6,
+    "cli": 7,
+    "__main__": 7,
+    "__init__": 7,
+}
+
+# Same-layer imports that DESIGN.md allows: the compiled backends use the tape beside them,
+# and `python -m diffdsl` is the command line.
+ALLOWED_SAME_LAYER = {
+    ("__main__", "cli"),
+    ("backends/cpu", "backends/tape"),
+    ("backends/cuda", "backends/tape"),
+}
+
+
+def module_names() -> list[str]:
+    names = []
+    for path in sorted(PACKAGE.rglob("*.py")):
+        if "__pycache__" in path.parts:
+            continue
+        names.append(path.relative_to(PACKAGE).with_suffix("").as_posix())
+    return names
+
+
+def layer_of(name: str):
+    if name in LAYERS:
+        return LAYERS[name]
+    folder = name.rsplit("/", 1)[0] if "/" in name else None
+    if folder and f"{folder}/*" in LAYERS and not name.endswith("__init__"):
+        return LAYERS[f"{folder}/*"]
+    return None
+
+
+def is_module(name: str) -> bool:
+    """Whether `name` (a path relative to diffdsl/) is a module or a package of diffdsl."""
+    return (PACKAGE / f"{name}.py").is_file() or (PACKAGE / name / "__init__.py").is_file()
+
+
+def as_target(parts: list[str]) -> str:
+    """The module that dotted `parts` (below diffdsl) names: a package means its __init__."""
+    name = "/".join(parts)
+    if not parts:
+        return "__init__"
+    if (PACKAGE / name / "__init__.py").is_file():
+        return f"{name}/__init__"
+    return name
+
+
+def imports_of(name: str) -> list[tuple[str, int, str]]:
+    """The diffdsl modules that module `name` imports anywhere in it: (module, line, what)."""
+    path = PACKAGE / f"{name}.py"
+    tree = ast.parse(path.read_text(encoding="utf-8"), filename=str(path))
+    package = name.split("/")[:-1]  # the package that holds the module, below diffdsl
+    found = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            for alias in node.names:
+                parts = alias.name.split(".")
+                if parts[0] == "diffdsl":
+                    found.append((as_target(parts[1:]), node.lineno, alias.name))
+        elif isinstance(node, ast.ImportFrom):
+            if node.level:
+                if node.level - 1 > len(package):
+                    raise AssertionError(f"{name}: relative import beyond diffdsl")
+                base = package[: len(package) - (node.level - 1)]
+                parts = base + (node.module.split(".") if node.module else [])
+            elif node.module and node.module.split(".")[0] == "diffdsl":
+                parts = node.module.split(".")[1:]
+            else:
+                continue
+            what = "." * node.level + (node.module or "")
+            for alias in node.names:
+                sub = parts + [alias.name]
+                if is_module("/".join(sub)):
+                    target = as_target(sub)  # `from . import ops`
+                else:
+                    target = as_target(parts)  # `from .ir import Graph`
+                found.append((target, node.lineno, f"from {what} import {alias.name}"))
+    return found
+
+
+def test_every_module_has_a_layer():
+    missing = [name for name in module_names() if layer_of(name) is None]
+    assert not missing, f"modules with no layer in DESIGN.md's table (add them): {missing}"
+
+
+def test_the_layer_table_knows_the_current_modules():
+    names = module_names()
+    for expected in ("errors", "ops", "ir", "lower", "values", "builtins", "api", "cli",
+                     "__init__", "backends/numpy"):
+        assert expected in names
+
+
+@pytest.mark.parametrize("name", module_names())
+def test_imports_go_down(name):
+    own = layer_of(name)
+    if own is None:
+        pytest.fail(f"{name} has no layer")
+    bad = []
+    for target, line, what in imports_of(name):
+        if target == name:
+            continue
+        theirs = layer_of(target)
+        if theirs is None:
+            bad.append(f"line {line}: `{what}` imports {target}, which has no layer")
+        elif theirs > own or (theirs == own and (name, target) not in ALLOWED_SAME_LAYER):
+            bad.append(f"line {line}: `{what}` imports {target} (layer {theirs}) "
+                       f"from layer {own}")
+    assert not bad, f"diffdsl/{name}.py: " + "; ".join(bad)
+
+
+def test_import_parser_sees_relative_and_nested_imports(tmp_path, monkeypatch):
+    """The checker itself: relative, parent-relative, absolute and function-local imports."""
+    fake = tmp_path / "diffdsl"
+    (fake / "backends").mkdir(parents=True)
+    for name in ("__init__", "ir", "ops", "errors", "backends/__init__", "backends/numpy",
+                 "backends/tape"):
+        (fake / f"{name}.py").write_text("")
+    (fake / "backends" / "cpu.py").write_text(
+        "from ..ir import Graph\n"
+        "from .. import ops\n"
+        "from . import tape\n"
+        "import diffdsl.errors\n"
+        "def f():\n"
+        "    from ..backends import numpy\n"
+        "    from diffdsl import api_missing\n"
+        "import numpy\n"
+    )
+    monkeypatch.setattr(sys.modules[__name__], "PACKAGE", fake)
+    found = [target for target, _, _ in imports_of("backends/cpu")]
+    assert sorted(found) == sorted(["ir", "ops", "backends/tape", "errors", "backends/numpy",
+                                    "__init__"])
+
+
+def test_import_diffdsl_is_light():
+    """DESIGN.md decision 8: Lark, SymPy and Numba load only when they are needed."""
+    code = ("import diffdsl, sys; "
+            "print([m for m in ('lark', 'sympy', 'numba') if m in sys.modules])")
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                            cwd=ROOT, timeout=120)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.strip() == "[]", f"import diffdsl loads {result.stdout.strip()}"
+
+
+def test_wheel_ships_the_grammar(tmp_path):
+    """The wheel holds grammar/diffdsl.lark as diffdsl/grammar/diffdsl.lark."""
+    # Build from a copy, so the build leaves nothing in the working tree.
+    src = tmp_path / "src"
+    shutil.copytree(ROOT, src, ignore=shutil.ignore_patterns(
+        ".git", "build", "dist", "*.egg-info", "__pycache__", ".pytest_cache", ".hypothesis",
+        ".ruff_cache", ".benchmarks", ".venv"))
+    out = tmp_path / "dist"
+    result = subprocess.run([sys.executable, "-m", "build", "--wheel", "--outdir", str(out)],
+                            cwd=src, capture_output=True, text=True, timeout=300)
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+    wheels = list(out.glob("*.whl"))
+    assert len(wheels) == 1
+    names = zipfile.ZipFile(wheels[0]).namelist()
+    assert "diffdsl/grammar/diffdsl.lark" in names
+    assert "diffdsl/__init__.py" in names
+    assert "diffdsl/backends/numpy.py" in names
