@@ -200,41 +200,61 @@ class Program:
         for name, port in graph.inputs.items():
             X[:, offset:offset + port.size] = arrays[name]
             offset += port.size
-        return split_outputs(graph, kernel.run(X))
+        compiled = kernel.compiled_now()
+        out = kernel.run(X)
+        if kernel.compiled_now() > compiled:  # the threaded loop compiles on first use
+            self.stats.kernels_built += 1
+        return split_outputs(graph, out)
 
     def kernel(self, graph: Graph, dtype: str = "float64"):
         """The compiled CPU kernel of `graph`: made once, from the disk cache when there."""
-        key = (id(graph), dtype)
-        found = self._kernels.get(key)
+        found = self._kernels.get((id(graph), dtype))
         if found is not None:
             return found[1]
         from .backends import cpu
-        from .cache import CacheUnavailable, KernelCache, kernel_key, warn_in_memory
-        kernel = None
         if cpu.uses_tape(graph):
-            kernel = cpu.Kernel(graph, dtype)
+            kernel = _warm(cpu.Kernel(graph, dtype))
         else:
-            key_hex = kernel_key(graph.text(), "cpu", dtype)
-            name = f"diffdsl_kernel_{key_hex[:32]}"
-            from .version import __version__
-            source = cpu.module_source(graph, dtype, key_hex, __version__)
-            module = sys.modules.get(name)
-            if module is None and self.cache:
-                store = KernelCache()
-                try:
-                    module = cpu.import_file(name, store.module_path(key_hex, source))
-                except CacheUnavailable as exc:
-                    warn_in_memory(str(exc))
-            if module is None:
-                module = cpu.module_in_memory(name, source)
-            kernel = cpu.Kernel(graph, dtype, module)
-        # Compile now, on a row of zeros, so the build is counted here and not in a timing.
-        kernel.point(np.zeros(kernel.n_in, dtype=dtype))
-        kernel.run(np.zeros((2, kernel.n_in), dtype=dtype))
+            kernel = self._module_kernel(graph, dtype)
         if kernel.compiled_now():
             self.stats.kernels_built += 1
-        self._kernels[key] = (graph, kernel)  # holding the graph keeps id() unique
+        self._kernels[(id(graph), dtype)] = (graph, kernel)  # the graph keeps id() unique
         return kernel
+
+    def _module_kernel(self, graph: Graph, dtype: str):
+        from .backends import cpu
+        from .cache import CacheUnavailable, KernelCache, kernel_key, warn_in_memory
+        from .version import __version__
+        key = kernel_key(graph.text(), "cpu", dtype)
+        name = f"diffdsl_kernel_{key[:32]}"
+        source = cpu.module_source(graph, dtype, key, __version__)
+        module = sys.modules.get(name)
+        if module is not None:
+            return _warm(cpu.Kernel(graph, dtype, module))
+        if self.cache:
+            store = KernelCache()
+            for attempt in range(2):
+                try:
+                    module = cpu.import_file(name, store.module_path(key, source))
+                    return _warm(cpu.Kernel(graph, dtype, module))
+                except CacheUnavailable as exc:
+                    warn_in_memory(str(exc))
+                    break
+                except Exception:
+                    # A damaged entry (Numba's index or machine code): drop it, build afresh.
+                    sys.modules.pop(name, None)
+                    store.drop(key)
+                    if attempt:
+                        raise
+        module = cpu.module_in_memory(name, source)
+        return _warm(cpu.Kernel(graph, dtype, module))
+
+
+def _warm(kernel):
+    """Compile (or load) every entry now, so the build happens here and not in a timing."""
+    kernel.point(np.zeros(kernel.n_in, dtype=kernel.dtype))
+    kernel.run(np.zeros((2, kernel.n_in), dtype=kernel.dtype))
+    return kernel
 
 
 def resolve_backend(name: str) -> str:

@@ -1,0 +1,193 @@
+"""The CPU backend against the numpy interpreter, its two paths, dtypes, and the kernel cache."""
+
+import json
+import os
+import stat
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import diffdsl
+from diffdsl.backends import cpu
+
+ROOT = Path(__file__).parent.parent
+EXAMPLES = sorted((ROOT / "examples").glob("*.dd"))
+
+
+def _inputs(prog, rng, batch=()):
+    return {name: rng.uniform(0.5, 1.5, batch + shape) for name, shape in prog.inputs.items()}
+
+
+def _compare(cpu_prog, ref_prog, inputs, rtol=1e-12, atol=1e-13):
+    np.testing.assert_allclose(_flat(cpu_prog.evaluate(inputs)), _flat(ref_prog.evaluate(inputs)),
+                               rtol=rtol, atol=atol)
+    for of, shape in ref_prog.outputs.items():
+        want = ref_prog.jacobian(inputs, of=of)
+        got = cpu_prog.jacobian(inputs, of=of)
+        np.testing.assert_allclose(_flat(got), _flat(want), rtol=rtol, atol=atol)
+        if int(np.prod(shape)) == 1:
+            want = ref_prog.hessian(inputs, of=of)
+            got = cpu_prog.hessian(inputs, of=of)
+            for a in want:
+                np.testing.assert_allclose(_flat(got[a]), _flat(want[a]), rtol=rtol, atol=atol)
+
+
+def _flat(d):
+    return np.concatenate([np.ravel(d[k]) for k in sorted(d)])
+
+
+@pytest.mark.parametrize("path", EXAMPLES, ids=lambda p: p.name)
+def test_every_example_matches_the_interpreter(path):
+    ref = diffdsl.load(path, backend="numpy")
+    fast = diffdsl.load(path, backend="cpu")
+    rng = np.random.default_rng(11)
+    _compare(fast, ref, _inputs(ref, rng))
+    _compare(fast, ref, _inputs(ref, rng, batch=(3, 2)))
+
+
+@pytest.mark.parametrize("path", [ROOT / "examples" / n for n in ("det3.dd", "piecewise.dd",
+                                                                   "special.dd")],
+                         ids=lambda p: p.name)
+def test_tape_and_parallel_paths_match(path, monkeypatch):
+    ref = diffdsl.load(path, backend="numpy")
+    rng = np.random.default_rng(2)
+    inputs = _inputs(ref, rng, batch=(50,))
+    monkeypatch.setattr(cpu, "TAPE_THRESHOLD", 0)
+    monkeypatch.setattr(cpu, "PARALLEL_WORK", 0)
+    taped = diffdsl.load(path, backend="cpu")
+    _compare(taped, ref, inputs)
+    _compare(taped, ref, _inputs(ref, rng))
+    assert all(k.tape is not None for _, k in taped._kernels.values())
+
+
+@pytest.mark.parametrize("path", EXAMPLES, ids=lambda p: p.name)
+def test_float32(path):
+    prog = diffdsl.load(path, backend="cpu", dtype="float32")
+    ref = diffdsl.load(path, backend="numpy")
+    inputs = _inputs(ref, np.random.default_rng(4), batch=(4,))
+    for of in ref.outputs:
+        got = prog.jacobian(inputs, of=of)
+        want = ref.jacobian(inputs, of=of)
+        for k in want:
+            assert got[k].dtype == np.float32
+            np.testing.assert_allclose(got[k], want[k], rtol=2e-4, atol=2e-4)
+
+
+def test_empty_batch():
+    prog = diffdsl.load(ROOT / "examples" / "det3.dd", backend="cpu")
+    assert prog.grad(A=np.zeros((0, 3, 3)))["A"].shape == (0, 3, 3)
+
+
+# the cache --------------------------------------------------------------------------------
+
+SCRIPT = textwrap.dedent("""
+    import json, sys
+    import numpy as np
+    import diffdsl
+    prog = diffdsl.load(sys.argv[1], backend="cpu")
+    g = prog.grad(A=np.arange(9.0).reshape(3, 3) ** 2)["A"]
+    print(json.dumps({"kernels": prog.stats.kernels_built, "g": g.tolist()}))
+""")
+
+
+def _run(cache_dir, *extra_env, check=True):
+    env = dict(os.environ, DIFFDSL_CACHE_DIR=str(cache_dir))
+    env.pop("DIFFDSL_BACKEND", None)
+    done = subprocess.run([sys.executable, "-c", SCRIPT, str(ROOT / "examples" / "det3.dd")],
+                          capture_output=True, text=True, env=env, check=False)
+    if check:
+        assert done.returncode == 0, done.stderr
+    return done
+
+
+def test_second_process_compiles_nothing(tmp_path):
+    first = json.loads(_run(tmp_path).stdout)
+    second = json.loads(_run(tmp_path).stdout)
+    assert first["kernels"] >= 1
+    assert second["kernels"] == 0
+    assert first["g"] == second["g"]
+
+
+def test_two_processes_building_at_once_both_succeed(tmp_path):
+    env = dict(os.environ, DIFFDSL_CACHE_DIR=str(tmp_path))
+    procs = [subprocess.Popen([sys.executable, "-c", SCRIPT, str(ROOT / "examples" / "det3.dd")],
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+             for _ in range(2)]
+    results = [p.communicate() for p in procs]
+    assert all(p.returncode == 0 for p in procs), results
+    assert json.loads(results[0][0])["g"] == json.loads(results[1][0])["g"]
+
+
+def test_corrupt_entries_are_rebuilt(tmp_path):
+    good = json.loads(_run(tmp_path).stdout)["g"]
+    for entry in tmp_path.iterdir():
+        text = (entry / "kernel.py").read_text()
+        (entry / "kernel.py").write_text(text[: len(text) // 2])  # truncated
+    again = json.loads(_run(tmp_path).stdout)
+    assert again["g"] == good and again["kernels"] >= 1
+    for nbc in tmp_path.rglob("*.nbc"):
+        nbc.write_bytes(b"garbage")  # Numba's machine code, damaged
+    for nbi in tmp_path.rglob("*.nbi"):
+        nbi.write_bytes(b"\x00" * 10)
+    assert json.loads(_run(tmp_path).stdout)["g"] == good
+
+
+@pytest.mark.skipif(os.geteuid() == 0, reason="root writes into read-only folders")
+def test_read_only_cache_builds_in_memory_with_a_warning(tmp_path):
+    tmp_path.chmod(stat.S_IRUSR | stat.S_IXUSR)
+    try:
+        done = _run(tmp_path / "sub")
+        assert "building in memory" in done.stderr
+    finally:
+        tmp_path.chmod(stat.S_IRWXU)
+
+
+def test_unwritable_cache_builds_in_memory_with_a_warning(tmp_path):
+    blocker = tmp_path / "file"
+    blocker.write_text("not a folder")  # a cache root below a file cannot be made, even by root
+    done = _run(blocker / "cache")
+    assert "building in memory" in done.stderr
+    assert json.loads(done.stdout)["kernels"] >= 1
+    assert blocker.read_text() == "not a folder"
+
+
+def test_no_cache_writes_nothing(tmp_path):
+    env = dict(os.environ, DIFFDSL_CACHE_DIR=str(tmp_path / "c"))
+    done = subprocess.run([sys.executable, "-m", "diffdsl", "grad", str(ROOT / "examples" /
+                           "det2.dd"), "--backend", "cpu", "--no-cache", "--inputs",
+                           "A=[[1,2],[3,4]]", "--json"], capture_output=True, text=True,
+                          env=env)
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout)["grad"]["A"] == [[4.0, -3.0], [-2.0, 1.0]]
+    assert not (tmp_path / "c").exists()
+
+
+def test_cache_info_and_clear(tmp_path):
+    _run(tmp_path)
+    env = dict(os.environ, DIFFDSL_CACHE_DIR=str(tmp_path))
+    info = subprocess.run([sys.executable, "-m", "diffdsl", "cache", "info", "--json"],
+                          capture_output=True, text=True, env=env, check=True)
+    assert json.loads(info.stdout)["entries"] >= 1
+    (tmp_path / "keep.txt").write_text("a user's file")
+    subprocess.run([sys.executable, "-m", "diffdsl", "cache", "clear"], env=env, check=True,
+                   capture_output=True)
+    info = subprocess.run([sys.executable, "-m", "diffdsl", "cache", "info", "--json"],
+                          capture_output=True, text=True, env=env, check=True)
+    assert json.loads(info.stdout)["entries"] == 0
+    assert (tmp_path / "keep.txt").read_text() == "a user's file"
+
+
+def test_generated_module_is_plain_text_with_its_key():
+    prog = diffdsl.compile("input x\noutput y = sin(x) * x\n", backend="cpu")
+    from diffdsl.autodiff import grad
+    from diffdsl.backends.emit import body_lines, emit_module
+    g = grad(prog.graph)
+    text = emit_module(g, "float64", g.key(), "0")
+    assert text.startswith(f"# diffdsl kernel for graph {g.key()}")
+    assert body_lines(g, "float64") == [
+        "v0 = x[0]", "v1 = math.sin(v0)", "v2 = (v0 * v1)", "v3 = math.cos(v0)",
+        "v4 = (v0 * v3)", "v5 = (v1 + v4)", "out[0] = v2", "out[1] = v5"]
