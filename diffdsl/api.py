@@ -68,6 +68,8 @@ class Program:
         self.dtype = _check_dtype(dtype)
         self._derived: dict = {}
         self._kernels: dict = {}
+        self._plans: dict = {}
+        self._requests: dict = {}
         self.cache = cache
 
     @property
@@ -161,6 +163,15 @@ class Program:
 
     def derivative(self, kind: str, of=None, wrt=None, mode: str = "auto") -> Graph:
         """The derivative graph of `kind`, built once per program and request."""
+        request = (kind, of, wrt if wrt is None or isinstance(wrt, str) else tuple(wrt), mode)
+        found = self._requests.get(request)
+        if found is not None:
+            return found
+        graph = self._derive(kind, of, wrt, mode)
+        self._requests[request] = graph
+        return graph
+
+    def _derive(self, kind: str, of, wrt, mode: str) -> Graph:
         of = autodiff.pick_output(self.graph, of)
         if kind == "jvp":
             wrt = autodiff.pick_inputs(self.graph, wrt)
@@ -178,14 +189,41 @@ class Program:
         return graph
 
     def _run(self, graph: Graph, inputs: dict, backend, dtype) -> dict:
+        dtype = self.dtype if dtype is None else _check_dtype(dtype)
+        backend = resolve_backend(self.backend if backend is None else backend)
+        if backend == "cpu":
+            fast = self._fast_point(graph, inputs, dtype)
+            if fast is not None:
+                return fast
         batch, arrays = prepare_inputs(graph, inputs)
-        dt = DTYPES[_check_dtype(dtype or self.dtype)]
-        if resolve_backend(backend or self.backend) == "numpy":
+        dt = DTYPES[dtype]
+        if backend == "numpy":
             from .backends import numpy as reference
             flat = reference.evaluate(graph, arrays, dt)
         else:
             flat = self._run_kernel(graph, arrays, batch, dt)
         return unflatten(graph.outputs, flat, batch)
+
+    def _fast_point(self, graph: Graph, inputs: dict, dtype: str) -> dict | None:
+        """One point given as arrays of the declared shapes: skip the general checks.
+
+        This is the call people make in a loop; anything else (lists, batches, mistakes)
+        returns None and takes the general path, which explains errors.
+        """
+        plan = self._plans.get((id(graph), dtype))
+        if plan is None or len(inputs) != len(plan.shapes):
+            return None
+        parts = []
+        for name, shape in plan.shapes:
+            value = inputs.get(name)
+            if type(value) is not np.ndarray or value.shape != shape \
+                    or value.dtype != plan.dtype:
+                return None
+            parts.append(value.reshape(-1))
+        x = parts[0] if len(parts) == 1 else np.concatenate(parts)
+        out = plan.kernel.point(x)
+        return {name: out[s].reshape(shape) if shape else out[s.start]
+                for name, s, shape in plan.outputs}
 
     def _run_kernel(self, graph: Graph, arrays: dict, batch: tuple, dt) -> dict:
         kernel = self.kernel(graph, np.dtype(dt).name)
@@ -219,6 +257,7 @@ class Program:
         if kernel.compiled_now():
             self.stats.kernels_built += 1
         self._kernels[(id(graph), dtype)] = (graph, kernel)  # the graph keeps id() unique
+        self._plans[(id(graph), dtype)] = _Plan(graph, kernel)
         return kernel
 
     def _module_kernel(self, graph: Graph, dtype: str):
@@ -248,6 +287,20 @@ class Program:
                         raise
         module = cpu.module_in_memory(name, source)
         return _warm(cpu.Kernel(graph, dtype, module))
+
+
+class _Plan:
+    """What a single-point call needs of a compiled graph, looked up once."""
+
+    def __init__(self, graph: Graph, kernel):
+        self.kernel = kernel
+        self.dtype = kernel.dtype
+        self.shapes = [(name, port.shape) for name, port in graph.inputs.items()]
+        self.outputs = []
+        offset = 0
+        for name, port in graph.outputs.items():
+            self.outputs.append((name, slice(offset, offset + port.size), port.shape))
+            offset += port.size
 
 
 def _warm(kernel):
