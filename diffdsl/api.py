@@ -107,47 +107,65 @@ class Program:
                        wrt=None, backend: str | None = None, dtype: str | None = None,
                        **inputs) -> tuple:
         """`(value, {input: gradient})` from one evaluation."""
-        graph = self.derivative("grad", of, wrt)
-        out = self._run(graph, _merge(values, inputs), backend, dtype)
-        return out["value"], _by_input(out)
+        return self.value_and("grad", _merge(values, inputs), of=of, wrt=wrt, backend=backend,
+                              dtype=dtype)
 
     def jacobian(self, values: dict | None = None, /, *, of: str | None = None, wrt=None,
                  mode: str = "auto", backend: str | None = None, dtype: str | None = None,
                  **inputs) -> dict:
         """`{input: array of shape output + input}`; `mode` auto, forward or reverse."""
-        graph = self.derivative("jacobian", of, wrt, mode)
-        return _by_input(self._run(graph, _merge(values, inputs), backend, dtype))
+        return self.value_and("jacobian", _merge(values, inputs), of=of, wrt=wrt, mode=mode,
+                              backend=backend, dtype=dtype)[1]
 
     def hessian(self, values: dict | None = None, /, *, of: str | None = None, wrt=None,
                 backend: str | None = None, dtype: str | None = None, **inputs) -> dict:
         """`{input: {input: array of shape input + input}}` for a one-element output."""
-        graph = self.derivative("hessian", of, wrt)
-        out = self._run(graph, _merge(values, inputs), backend, dtype)
-        result: dict = {}
-        for key, value in out.items():
-            if key.startswith("d:"):
-                a, b = key[2:].split(":")
-                result.setdefault(a, {})[b] = value
-        return result
+        return self.value_and("hessian", _merge(values, inputs), of=of, wrt=wrt,
+                              backend=backend, dtype=dtype)[1]
 
     def vjp(self, seed, values: dict | None = None, /, *, of: str | None = None, wrt=None,
             backend: str | None = None, dtype: str | None = None, **inputs) -> dict:
         """Seed (of the output's shape, PyTorch's grad_output) times the Jacobian."""
-        graph = self.derivative("vjp", of, wrt)
-        given = _merge(values, inputs)
-        given[autodiff.SEED] = seed
-        return _by_input(self._run(graph, given, backend, dtype))
+        return self.value_and("vjp", _merge(values, inputs), of=of, wrt=wrt, seed=seed,
+                              backend=backend, dtype=dtype)[1]
 
     def jvp(self, tangents: dict, values: dict | None = None, /, *, of: str | None = None,
             backend: str | None = None, dtype: str | None = None, **inputs):
         """The Jacobian times the tangents (a dict by input name; missing ones are zero)."""
-        if not isinstance(tangents, dict) or not tangents:
-            raise UsageError("jvp needs tangents: a dict of input name -> array")
-        graph = self.derivative("jvp", of, tuple(tangents))
-        given = _merge(values, inputs)
-        for name, value in tangents.items():
-            given[autodiff.tangent_name(name)] = value
-        return self._run(graph, given, backend, dtype)["jvp"]
+        return self.value_and("jvp", _merge(values, inputs), of=of, tangents=tangents,
+                              backend=backend, dtype=dtype)[1]
+
+    def value_and(self, kind: str, inputs: dict, *, of: str | None = None, wrt=None,
+                  mode: str = "auto", seed=None, tangents: dict | None = None,
+                  backend: str | None = None, dtype: str | None = None) -> tuple:
+        """The output's value and one derivative from a single evaluation.
+
+        `kind` is grad, jacobian, hessian, vjp (give `seed`) or jvp (give `tangents`).
+        Returns `(value, result)` with `result` shaped as the method of the same name.
+        """
+        given = dict(inputs)
+        if kind == "jvp":
+            if not isinstance(tangents, dict) or not tangents:
+                raise UsageError("jvp needs tangents: a dict of input name -> array")
+            wrt = tuple(tangents)
+            for name, value in tangents.items():
+                given[autodiff.tangent_name(name)] = value
+        elif kind == "vjp":
+            given[autodiff.SEED] = seed
+        elif kind not in ("grad", "jacobian", "hessian"):
+            raise UsageError(f"unknown derivative '{kind}'")
+        graph = self.derivative(kind, of, wrt, mode if kind == "jacobian" else "auto")
+        out = self._run(graph, given, backend, dtype)
+        if kind == "jvp":
+            return out["value"], out["jvp"]
+        if kind == "hessian":
+            result: dict = {}
+            for key, value in out.items():
+                if key.startswith("d:"):
+                    a, b = key[2:].split(":")
+                    result.setdefault(a, {})[b] = value
+            return out["value"], result
+        return out["value"], _by_input(out)
 
     def symbolic_grad(self, of: str | None = None, wrt=None) -> dict:
         """`{input: sympy.Array}`: the derivative of the output as formulas."""
@@ -377,12 +395,12 @@ def prepare_inputs(graph: Graph, given: dict) -> tuple[tuple, dict]:
     arrays = {}
     shaped = {}
     for name, port in graph.inputs.items():
-        arr = as_real_array(name, given[name])
+        arr = as_real_array(_label(name), given[name])
         declared = port.shape
         extra = arr.ndim - len(declared)
         if extra < 0 or arr.shape[extra:] != declared:
             raise InputError(
-                f"input '{name}' is declared with shape {list(declared)}, but the value given "
+                f"{_label(name)} is declared with shape {list(declared)}, but the value given "
                 f"has shape {list(arr.shape)}", port.span,
                 hint="a batch adds leading dimensions: shape B + "
                      f"{list(declared)}" if declared else "a batch of scalars has any shape")
@@ -402,19 +420,28 @@ def prepare_inputs(graph: Graph, given: dict) -> tuple[tuple, dict]:
     return (batch if batch is not None else ()), arrays
 
 
+def _label(name: str) -> str:
+    """How an input of a derivative graph is named in messages."""
+    if name == autodiff.SEED:
+        return "the seed"
+    if name.startswith("@t:"):
+        return f"the tangent of '{name[3:]}'"
+    return f"input '{name}'"
+
+
 def as_real_array(name: str, value) -> np.ndarray:
     if isinstance(value, np.ndarray):
         if value.dtype.kind not in "fiu":
-            raise InputError(f"input '{name}': expected real numbers, got an array of "
+            raise InputError(f"{name}: expected real numbers, got an array of "
                              f"{value.dtype}")
         return value if value.dtype == np.float64 else value.astype(np.float64)
     bad = _not_a_number(value)
     if bad is not None:
-        raise InputError(f"input '{name}': expected numbers, got {bad}")
+        raise InputError(f"{name}: expected numbers, got {bad}")
     try:
         arr = np.asarray(value, dtype=np.float64)
     except (ValueError, TypeError):
-        raise InputError(f"input '{name}': expected a number or a regular nested list of "
+        raise InputError(f"{name}: expected a number or a regular nested list of "
                          "numbers (every row the same length)") from None
     return arr
 

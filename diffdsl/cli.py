@@ -290,19 +290,36 @@ def cmd_eval(args) -> int:
     return EXIT_OK
 
 
-def _derivative_output(args, key: str, prog, value, table: dict, extra: dict) -> int:
-    """Print or save a derivative result: `{"of", "value", key: table}`."""
+def autodiff_output(prog, of):
+    from .autodiff import pick_output
+    return pick_output(prog.graph, of)
+
+
+def cmd_derivative(args) -> int:
+    """grad, jacobian, hessian, vjp and jvp: the value and the derivative in one evaluation."""
+    kind = args.command
+    prog = _program(args)
     of = autodiff_output(prog, args.of)
+    extra = {"tangents": read_specs(args.tangents)} if kind == "jvp" else {"wrt": _wrt(args)}
+    if kind == "vjp":
+        extra["seed"] = read_value(args.seed, "--seed")
+    value, result = prog.value_and(kind, read_specs(args.inputs), of=of, **extra)
+    if kind == "hessian":
+        labelled = {(f"\u2202\u00b2{of}/\u2202{a}\u2202{b}", f"hessian.{a}.{b}"): h
+                    for a, row in result.items() for b, h in row.items()}
+    elif kind == "jvp":
+        labelled = {(f"jvp {of}", "jvp"): result}
+    else:
+        word = "vjp " if kind == "vjp" else "\u2202" + of + "/\u2202"
+        labelled = {(f"{word}{name}", f"{kind}.{name}"): r for name, r in result.items()}
     if args.output:
         arrays = {"value": value}
-        arrays.update(extra)
+        arrays.update({key: r for (_, key), r in labelled.items()})
         write_npz(args.output, arrays)
     if args.json:
-        print(json.dumps({"of": of, "value": to_json(value), key: _json_tree(table)}))
-        return EXIT_OK
-    items = [(of, value)]
-    items += [(label, v) for label, v in extra.items()]
-    print_labelled(items)
+        print(json.dumps({"of": of, "value": to_json(value), kind: _json_tree(result)}))
+    else:
+        print_labelled([(of, value)] + [(label, r) for (label, _), r in labelled.items()])
     return EXIT_OK
 
 
@@ -310,76 +327,6 @@ def _json_tree(table):
     if isinstance(table, dict):
         return {k: _json_tree(v) for k, v in table.items()}
     return to_json(table)
-
-
-def autodiff_output(prog, of):
-    from .autodiff import pick_output
-    return pick_output(prog.graph, of)
-
-
-def cmd_grad(args) -> int:
-    prog = _program(args)
-    value, grads = prog.value_and_grad(read_specs(args.inputs), of=args.of, wrt=_wrt(args))
-    of = autodiff_output(prog, args.of)
-    labels = {f"\u2202{of}/\u2202{name}": g for name, g in grads.items()}
-    return _derivative_output(args, "grad", prog, value, grads,
-                              labels if not args.output else _flat("grad", grads))
-
-
-def cmd_jacobian(args) -> int:
-    prog = _program(args)
-    inputs = read_specs(args.inputs)
-    jac = prog.jacobian(inputs, of=args.of, wrt=_wrt(args))
-    value = prog.evaluate(inputs)[autodiff_output(prog, args.of)]
-    of = autodiff_output(prog, args.of)
-    labels = {f"\u2202{of}/\u2202{name}": j for name, j in jac.items()}
-    return _derivative_output(args, "jacobian", prog, value, jac,
-                              labels if not args.output else _flat("jacobian", jac))
-
-
-def cmd_hessian(args) -> int:
-    prog = _program(args)
-    inputs = read_specs(args.inputs)
-    hess = prog.hessian(inputs, of=args.of, wrt=_wrt(args))
-    of = autodiff_output(prog, args.of)
-    value = prog.evaluate(inputs)[of]
-    labels = {f"\u2202\u00b2{of}/\u2202{a}\u2202{b}": h
-              for a, row in hess.items() for b, h in row.items()}
-    flat = {f"hessian.{a}.{b}": h for a, row in hess.items() for b, h in row.items()}
-    return _derivative_output(args, "hessian", prog, value, hess,
-                              labels if not args.output else flat)
-
-
-def cmd_vjp(args) -> int:
-    prog = _program(args)
-    inputs = read_specs(args.inputs)
-    seed = read_value(args.seed, "--seed")
-    result = prog.vjp(seed, inputs, of=args.of, wrt=_wrt(args))
-    of = autodiff_output(prog, args.of)
-    value = prog.evaluate(inputs)[of]
-    labels = {f"vjp {name}": v for name, v in result.items()}
-    return _derivative_output(args, "vjp", prog, value, result,
-                              labels if not args.output else _flat("vjp", result))
-
-
-def cmd_jvp(args) -> int:
-    prog = _program(args)
-    inputs = read_specs(args.inputs)
-    tangents = read_specs(args.tangents)
-    result = prog.jvp(tangents, inputs, of=args.of)
-    of = autodiff_output(prog, args.of)
-    value = prog.evaluate(inputs)[of]
-    if args.output:
-        write_npz(args.output, {"value": value, "jvp": result})
-    if args.json:
-        print(json.dumps({"of": of, "value": to_json(value), "jvp": to_json(result)}))
-    else:
-        print_labelled([(of, value), (f"jvp {of}", result)])
-    return EXIT_OK
-
-
-def _flat(key: str, table: dict) -> dict:
-    return {f"{key}.{name}": value for name, value in table.items()}
 
 
 def cmd_diff(args) -> int:
@@ -475,6 +422,7 @@ def cmd_cache(args) -> int:
 COMMANDS = {
     "cache": cmd_cache,
     "graph": cmd_graph,
-    "eval": cmd_eval, "grad": cmd_grad, "jacobian": cmd_jacobian, "hessian": cmd_hessian,
-    "vjp": cmd_vjp, "jvp": cmd_jvp, "diff": cmd_diff, "check": cmd_check,
+    "eval": cmd_eval, "grad": cmd_derivative, "jacobian": cmd_derivative,
+    "hessian": cmd_derivative, "vjp": cmd_derivative, "jvp": cmd_derivative,
+    "diff": cmd_diff, "check": cmd_check,
 }
