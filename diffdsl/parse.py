@@ -81,6 +81,9 @@ def _parser() -> Lark:
         postlex=_Newlines(),
         propagate_positions=True,
         maybe_placeholders=True,
+        # Lark keeps the built tables in a per-user temporary file, checked by the grammar's
+        # hash: start-up skips rebuilding them.
+        cache=True,
     )
 
 

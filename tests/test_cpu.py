@@ -189,5 +189,5 @@ def test_generated_module_is_plain_text_with_its_key():
     text = emit_module(g, "float64", g.key(), "0")
     assert text.startswith(f"# diffdsl kernel for graph {g.key()}")
     assert body_lines(g, "float64") == [
-        "v0 = x[0]", "v1 = math.sin(v0)", "v2 = (v0 * v1)", "v3 = math.cos(v0)",
-        "v4 = (v0 * v3)", "v5 = (v1 + v4)", "out[0] = v2", "out[1] = v5"]
+        "v0 = X[r, 0]", "v1 = math.sin(v0)", "v2 = (v0 * v1)", "v3 = math.cos(v0)",
+        "v4 = (v0 * v3)", "v5 = (v1 + v4)", "OUT[r, 0] = v2", "OUT[r, 1] = v5"]

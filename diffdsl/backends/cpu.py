@@ -9,6 +9,7 @@ a little work.
 from __future__ import annotations
 
 import importlib.util
+import os
 import sys
 import types
 
@@ -20,7 +21,11 @@ from . import emit, tape
 # Graphs with more nodes than this run on the tape; from bench/compile.py (README).
 TAPE_THRESHOLD = 2500
 # Work (rows x nodes) below which a batch runs serially; from bench/threads.py (README).
-PARALLEL_WORK = 200_000
+PARALLEL_WORK = 1_000_000
+
+# OpenMP's idle threads spin by default: on a small shared machine each parallel call then
+# cost 7 to 11 ms whatever the work (bench/threads.py). Set before Numba starts its threads.
+os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 
 
 def uses_tape(graph: Graph, threshold: int | None = None) -> bool:
@@ -62,6 +67,7 @@ class Kernel:
         self.n_out = sum(port.size for port in graph.outputs.values())
         self.module = module
         self.tape = None if module is not None else tape.Tape(graph, self.dtype)
+        self._seen = self.compiled_now()  # the tape's functions may be compiled already
 
     def point(self, x: np.ndarray) -> np.ndarray:
         if self.tape is not None:
@@ -80,8 +86,14 @@ class Kernel:
             (self.module.batch if parallel else self.module.batch_serial)(X, out)
         return out
 
+    def new_compiles(self) -> int:
+        """Functions Numba compiled (not loaded from its cache) since the last ask."""
+        now = self.compiled_now()
+        new, self._seen = now - self._seen, now
+        return new
+
     def compiled_now(self) -> int:
-        """How many functions Numba compiled (not loaded from its cache) for this kernel."""
+        """Numba's running count of compilations of this kernel's functions."""
         if self.tape is not None:
             fns = [tape.run, tape.point, tape.batch, tape.batch_serial]
         else:

@@ -5,7 +5,8 @@ imported by any process; Numba's `cache=True` then keeps its machine code. Input
 are concatenated: a row is the flat elements of every input in declaration order, and the
 result row the flat elements of every output. The module defines
 
-    body(x, out)          straight-line code for one row
+    body(X, r, OUT)       straight-line code for row r (indexing the whole arrays: a
+                          row view per call would cost more than small graphs do)
     point(x) -> out       one evaluation
     batch(X, OUT)         rows in parallel (prange)
     batch_serial(X, OUT)  the same loop without threads
@@ -32,27 +33,27 @@ N_OUT = {n_out}
 
 
 @njit(cache=True, nogil=True, error_model="numpy")
-def body(x, out):
+def body(X, r, OUT):
 {body}
 
 
 @njit(cache=True, nogil=True)
 def point(x):
-    out = np.empty(N_OUT, dtype=T)
-    body(x, out)
-    return out
+    out = np.empty((1, N_OUT), dtype=T)
+    body(x.reshape((1, x.shape[0])), 0, out)
+    return out[0]
 
 
 @njit(cache=True, nogil=True, parallel=True)
 def batch(X, OUT):
     for r in prange(X.shape[0]):
-        body(X[r], OUT[r])
+        body(X, r, OUT)
 
 
 @njit(cache=True, nogil=True)
 def batch_serial(X, OUT):
     for r in range(X.shape[0]):
-        body(X[r], OUT[r])
+        body(X, r, OUT)
 """
 
 
@@ -74,7 +75,7 @@ def body_lines(graph: Graph, dtype: str) -> list[str]:
             offset += 1
     for i, node in enumerate(graph.nodes):
         if node.op == "input":
-            lines.append(f"v{i} = x[{position[i]}]")
+            lines.append(f"v{i} = X[r, {position[i]}]")
         elif node.op == "const":
             lines.append(f"v{i} = {literal(node.attr, dtype)}")
         else:
@@ -82,7 +83,7 @@ def body_lines(graph: Graph, dtype: str) -> list[str]:
     k = 0
     for port in graph.outputs.values():
         for i in port.ids:
-            lines.append(f"out[{k}] = v{i}")
+            lines.append(f"OUT[r, {k}] = v{i}")
             k += 1
     return lines
 

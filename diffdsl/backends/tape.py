@@ -56,8 +56,8 @@ class Tape:
 
 
 @njit(cache=True, nogil=True, error_model="numpy")
-def run(code, args, consts, outputs, x, out, v):
-    """Evaluate one row: inputs `x`, results into `out`, `v` is scratch of one per node."""
+def run(code, args, consts, outputs, X, r, OUT, v):
+    """Evaluate row `r` of `X` into row `r` of `OUT`; `v` is scratch, one slot per node."""
     for i in range(code.shape[0]):
         op = code[i]
         a = v[args[i, 0]]
@@ -75,7 +75,7 @@ def run(code, args, consts, outputs, x, out, v):
         elif op == 7:
             v[i] = a / b
         elif op == 0:
-            v[i] = x[args[i, 0]]
+            v[i] = X[r, args[i, 0]]
         elif op == 1:
             v[i] = consts[i]
         elif op == 8:
@@ -157,26 +157,26 @@ def run(code, args, consts, outputs, x, out, v):
         else:
             v[i] = math.hypot(a, b)
     for k in range(outputs.shape[0]):
-        out[k] = v[outputs[k]]
+        OUT[r, k] = v[outputs[k]]
 
 
 @njit(cache=True, nogil=True)
 def point(code, args, consts, outputs, x):
     v = np.empty(code.shape[0], dtype=consts.dtype)
-    out = np.empty(outputs.shape[0], dtype=consts.dtype)
-    run(code, args, consts, outputs, x, out, v)
-    return out
+    out = np.empty((1, outputs.shape[0]), dtype=consts.dtype)
+    run(code, args, consts, outputs, x.reshape((1, x.shape[0])), 0, out, v)
+    return out[0]
 
 
 @njit(cache=True, nogil=True, parallel=True)
 def batch(code, args, consts, outputs, X, OUT):
     for r in prange(X.shape[0]):
         v = np.empty(code.shape[0], dtype=consts.dtype)
-        run(code, args, consts, outputs, X[r], OUT[r], v)
+        run(code, args, consts, outputs, X, r, OUT, v)
 
 
 @njit(cache=True, nogil=True)
 def batch_serial(code, args, consts, outputs, X, OUT):
     v = np.empty(code.shape[0], dtype=consts.dtype)
     for r in range(X.shape[0]):
-        run(code, args, consts, outputs, X[r], OUT[r], v)
+        run(code, args, consts, outputs, X, r, OUT, v)
