@@ -21,7 +21,6 @@ from .errors import (
 )
 from .version import __version__
 
-
 __all__ = [
     "Program", "compile", "load", "DiffDSLError", "DDSyntaxError", "UnknownNameError",
     "ArityError", "ShapeError", "StaticValueError", "IndexRangeError", "AssignmentError",

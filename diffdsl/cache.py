@@ -74,7 +74,8 @@ class KernelCache:
             _write_atomic(path, source)
             return path
         except (OSError, UnicodeDecodeError) as exc:
-            raise CacheUnavailable(f"{self.root}: {getattr(exc, 'strerror', None) or exc}")
+            raise CacheUnavailable(
+                f"{self.root}: {getattr(exc, 'strerror', None) or exc}") from exc
 
     def drop(self, key: str) -> None:
         """Remove an entry that failed to load, so the next build starts clean."""

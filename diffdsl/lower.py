@@ -510,7 +510,7 @@ class _Lowerer:
                      "a condition that depends on an input never stops it")
         self.depth += 1
         try:
-            local = _FunctionScope(zip(fn.params, args))
+            local = _FunctionScope(zip(fn.params, args, strict=True))
             node = fn.node
             for st in node.body:
                 if isinstance(st, s.Return):

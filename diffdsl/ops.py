@@ -143,13 +143,15 @@ _row("atan2", 2, math.atan2, "np.arctan2({0}, {1})", "math.atan2({0}, {1})", "at
 _row("hypot", 2, math.hypot, "np.hypot({0}, {1})", "math.hypot({0}, {1})", "hypot",
      lambda g, a, out, ct: (g.div(g.mul(ct, a[0]), out), g.div(g.mul(ct, a[1]), out)))
 # min and max send the whole derivative to the first argument on a tie (LANGUAGE.md).
-_row("min", 2, lambda x, y: x if x <= y else y, "np.where({0} <= {1}, {0}, {1})", "({0} if {0} <= {1} else {1})",
+_row("min", 2, lambda x, y: x if x <= y else y, "np.where({0} <= {1}, {0}, {1})",
+     "({0} if {0} <= {1} else {1})",
      "Min",
      lambda g, a, out, ct: (
          g.select(g.op("le", a[0], a[1]), ct, g.const(0.0)),
          g.select(g.op("le", a[0], a[1]), g.const(0.0), ct)),
      jvp=lambda g, a, out, t: g.select(g.op("le", a[0], a[1]), _z(g, t[0]), _z(g, t[1])))
-_row("max", 2, lambda x, y: x if x >= y else y, "np.where({0} >= {1}, {0}, {1})", "({0} if {0} >= {1} else {1})",
+_row("max", 2, lambda x, y: x if x >= y else y, "np.where({0} >= {1}, {0}, {1})",
+     "({0} if {0} >= {1} else {1})",
      "Max",
      lambda g, a, out, ct: (
          g.select(g.op("ge", a[0], a[1]), ct, g.const(0.0)),

@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 import functools
-from typing import NamedTuple
 from pathlib import Path
+from typing import NamedTuple
 
 from lark import Lark, Token, Transformer_NonRecursive, v_args
 from lark.exceptions import UnexpectedCharacters, UnexpectedEOF, UnexpectedInput, UnexpectedToken
@@ -77,7 +77,8 @@ def _parser() -> Lark:
     return Lark(
         _grammar_path().read_text(encoding="utf-8"),
         parser="lalr",
-        lexer="basic",  # the post-lexer looks one token ahead, so lexing must not depend on parser state
+        # The post-lexer looks one token ahead, so lexing must not depend on parser state.
+        lexer="basic",
         postlex=_Newlines(),
         propagate_positions=True,
         maybe_placeholders=True,

@@ -123,7 +123,7 @@ class Values:
         flat = [a.flat if is_array(a) else None for a in args]
         out = np.empty(int(np.prod(shape)), dtype=object)
         for k in range(out.size):
-            out[k] = fn(*(f[k] if f is not None else a for f, a in zip(flat, args)))
+            out[k] = fn(*(f[k] if f is not None else a for f, a in zip(flat, args, strict=True)))
         return out.reshape(shape)
 
     def arith(self, op: str, a, b, span):
@@ -293,7 +293,7 @@ class Values:
 
     def dot_flat(self, xs: list, ys: list, span):
         total = 0
-        for x, y in zip(xs, ys):
+        for x, y in zip(xs, ys, strict=True):
             total = self.scalar_arith("+", total, self.scalar_arith("*", x, y, span), span)
         return total
 
@@ -301,7 +301,7 @@ class Values:
         if not 1 <= len(bounds) <= 3:
             from .errors import ArityError
             raise ArityError(f"range() takes 1 to 3 arguments, got {len(bounds)}", call.span)
-        for value, arg in zip(bounds, call.args):
+        for value, arg in zip(bounds, call.args, strict=True):
             if isinstance(value, Dyn) or (is_array(value)):
                 raise StaticValueError("range bounds must be static, but this one depends on an "
                                        "input" if isinstance(value, Dyn) else

@@ -7,29 +7,22 @@ is installed, the generated code is also compiled for a real GPU (PTX), which th
 alone cannot show: it runs the kernels as Python.
 """
 
+import ast
 import os
+import subprocess
 import sys
+import textwrap
+from pathlib import Path
 
-# Before numba.cuda is first imported: it picks the simulator or the driver once, at import.
-os.environ.setdefault("NUMBA_ENABLE_CUDASIM", "1")
-if "numba.cuda" not in sys.modules:
-    from numba.core import config as _numba_config
-    _numba_config.reload_config()  # numba may have read the environment before this file
+import numpy as np
+import pytest
 
-import ast  # noqa: E402
-import subprocess  # noqa: E402
-import textwrap  # noqa: E402
-from pathlib import Path  # noqa: E402
-
-import numpy as np  # noqa: E402
-import pytest  # noqa: E402
-
-import diffdsl  # noqa: E402
-from diffdsl import autodiff  # noqa: E402
-from diffdsl.backends import cuda as cb  # noqa: E402
-from diffdsl.backends import numpy as reference  # noqa: E402
-from diffdsl.backends import tape  # noqa: E402
-from diffdsl.ir import Builder, Port  # noqa: E402
+import diffdsl
+from diffdsl import autodiff
+from diffdsl.backends import cuda as cb
+from diffdsl.backends import numpy as reference
+from diffdsl.backends import tape
+from diffdsl.ir import Builder, Port
 from diffdsl.ops import OPS  # noqa: E402
 
 ROOT = Path(__file__).parent.parent
