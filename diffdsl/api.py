@@ -14,7 +14,9 @@ from .errors import InputError, UsageError
 from .ir import Graph, Port
 
 DTYPES = {"float64": np.float64, "float32": np.float32}
-BACKENDS = ("auto", "numpy", "cpu")
+BACKENDS = ("auto", "numpy", "cpu", "cuda")
+# Rows from which "auto" sends a batch to a GPU (set before any GPU measurement: README).
+CUDA_AUTO_ROWS = 100_000
 BACKEND_ENV = "DIFFDSL_BACKEND"  # what "auto" means when set: lets a test suite pick numpy
 
 
@@ -209,11 +211,20 @@ class Program:
     def _run(self, graph: Graph, inputs: dict, backend, dtype) -> dict:
         dtype = self.dtype if dtype is None else _check_dtype(dtype)
         backend = resolve_backend(self.backend if backend is None else backend)
-        if backend == "cpu":
+        if backend in ("cpu", "auto"):
             fast = self._fast_point(graph, inputs, dtype)
             if fast is not None:
                 return fast
+        on_device = _device_inputs(inputs)
+        if backend == "cuda" or (backend == "auto" and on_device):
+            return self._run_cuda(graph, inputs, on_device, dtype)
+        if on_device:  # GPU arrays given to a CPU backend: copied to the host once
+            inputs = {k: (_to_host(v) if k in on_device else v) for k, v in inputs.items()}
         batch, arrays = prepare_inputs(graph, inputs)
+        if backend == "auto":
+            backend = "cuda" if _rows(batch) >= CUDA_AUTO_ROWS and gpu_present() else "cpu"
+            if backend == "cuda":
+                return self._run_cuda(graph, inputs, on_device, dtype)
         dt = DTYPES[dtype]
         if backend == "numpy":
             from .backends import numpy as reference
@@ -221,6 +232,67 @@ class Program:
         else:
             flat = self._run_kernel(graph, arrays, batch, dt)
         return unflatten(graph.outputs, flat, batch)
+
+    def _run_cuda(self, graph: Graph, inputs: dict, on_device: set, dtype: str) -> dict:
+        """Evaluate on the GPU. Device inputs are used in place, and then results stay there."""
+        from .backends import cuda as gpu
+        if not gpu.available():
+            raise UsageError("backend 'cuda' needs an NVIDIA GPU with a working driver, and "
+                             "none was found", hint="use --backend cpu, or install the "
+                             "'cuda' extra (numba-cuda) on a machine with a GPU")
+        # Shapes are checked as for host inputs; a zero-stride stand-in copies no data.
+        standins = {k: (np.broadcast_to(np.float64(0), tuple(v.shape)) if k in on_device
+                        else v) for k, v in inputs.items()}
+        batch, arrays = prepare_inputs(graph, standins)
+        rows = _rows(batch)
+        kernel = self.cuda_kernel(graph, dtype)
+        given = []
+        for name, port in graph.inputs.items():
+            if name in on_device:
+                value = gpu.as_device(inputs[name])
+                shape = (rows, port.size) if arrays[name].ndim == 2 else (1, port.size)
+                given.append(value.reshape(shape))
+            else:
+                given.append(np.ascontiguousarray(arrays[name], dtype=DTYPES[dtype]))
+        try:
+            outs = kernel.run(given, rows)
+        except TypeError as exc:  # a device array of the other dtype: not copied silently
+            raise InputError(str(exc)) from None
+        result = {}
+        for (name, port), out in zip(graph.outputs.items(), outs, strict=True):
+            shape = tuple(batch) + port.shape
+            if isinstance(out, np.ndarray):
+                value = out.reshape(shape)
+                result[name] = value[()] if not shape else value
+            else:
+                result[name] = out.reshape(shape or (1,))
+        return result
+
+    def cuda_kernel(self, graph: Graph, dtype: str = "float64"):
+        """The compiled CUDA kernel of `graph`, made once (cached on disk like the CPU's)."""
+        found = self._kernels.get((id(graph), dtype, "cuda"))
+        if found is not None:
+            return found[1]
+        from .backends import cuda as gpu
+        from .cache import CacheUnavailable, KernelCache, kernel_key, warn_in_memory
+        from .version import __version__
+        module = None
+        if not gpu.uses_tape(graph):
+            key = kernel_key(graph.text(), "cuda", dtype)
+            name = f"diffdsl_cuda_kernel_{key[:32]}"
+            source = gpu.module_source(graph, dtype, key, __version__)
+            module = sys.modules.get(name)
+            if module is None and self.cache:
+                try:
+                    module = gpu.import_file(name, KernelCache().module_path(key, source))
+                except CacheUnavailable as exc:
+                    warn_in_memory(str(exc))
+            if module is None:
+                module = gpu.module_in_memory(name, source)
+        kernel = gpu.Kernel(graph, dtype, module).warm()
+        self.stats.kernels_built += 1
+        self._kernels[(id(graph), dtype, "cuda")] = (graph, kernel)
+        return kernel
 
     def _fast_point(self, graph: Graph, inputs: dict, dtype: str) -> dict | None:
         """One point given as arrays of the declared shapes: skip the general checks.
@@ -331,13 +403,34 @@ def _warm(kernel):
 
 
 def resolve_backend(name: str) -> str:
-    """"auto" is the CPU (no GPU backend yet), or what DIFFDSL_BACKEND names."""
+    """What "auto" means here: DIFFDSL_BACKEND when set, else "auto" (decided per call: the
+    GPU for device inputs or large batches when one is present, else the CPU)."""
     name = _check_backend(name)
     if name == "auto":
-        name = _check_backend(os.environ.get(BACKEND_ENV, "cpu"))
-        if name == "auto":
-            name = "cpu"
+        name = _check_backend(os.environ.get(BACKEND_ENV, "auto"))
     return name
+
+
+def gpu_present() -> bool:
+    """A real GPU (not Numba's simulator) that numba.cuda can use."""
+    from .backends import cuda as gpu
+    return gpu.available() and not gpu.simulated()
+
+
+def _device_inputs(inputs: dict) -> set:
+    if all(type(v) in (np.ndarray, float, int, list) for v in inputs.values()):
+        return set()  # the common case, decided without importing the CUDA backend
+    from .backends import cuda as gpu
+    return {k for k, v in inputs.items() if gpu.is_device_array(v)}
+
+
+def _to_host(value) -> np.ndarray:
+    from .backends import cuda as gpu
+    return gpu.as_device(value).copy_to_host()
+
+
+def _rows(batch: tuple) -> int:
+    return int(np.prod(batch)) if batch else 1
 
 
 def split_outputs(graph: Graph, out: np.ndarray) -> dict:

@@ -402,3 +402,50 @@ def test_generated_code_compiles_for_a_real_gpu(tmp_path):
     if done.stdout.startswith("SKIP"):
         pytest.skip(f"no NVVM here: {done.stdout.strip()}")
     assert done.stdout.startswith("OK"), done.stdout
+
+
+# Through the API and the command line ------------------------------------------------------
+
+EXAMPLE_FILES = sorted((ROOT / "examples").glob("*.dd"))
+
+
+@pytest.mark.parametrize("dtype", ["float64", "float32"])
+@pytest.mark.parametrize("path", EXAMPLE_FILES, ids=lambda p: p.name)
+def test_api_cuda_equals_cpu(path, dtype):
+    gpu = diffdsl.load(path, backend="cuda", dtype=dtype)
+    cpu = diffdsl.load(path, backend="cpu", dtype=dtype)
+    rng = np.random.default_rng(8)
+    tol = 1e-12 if dtype == "float64" else 2e-5
+    for batch in ((), (3,)):
+        inputs = {n: rng.uniform(0.5, 1.5, batch + s) for n, s in gpu.inputs.items()}
+        for of in gpu.outputs:
+            want = cpu.jacobian(inputs, of=of)
+            got = gpu.jacobian(inputs, of=of)
+            for k in want:
+                assert np.asarray(got[k]).dtype == np.dtype(dtype)
+                np.testing.assert_allclose(got[k], want[k], rtol=tol, atol=tol)
+
+
+def test_api_device_inputs_stay_on_the_device(monkeypatch):
+    from numba import cuda
+    monkeypatch.delenv("DIFFDSL_BACKEND", raising=False)
+    prog = diffdsl.load(ROOT / "examples" / "det3.dd")  # auto: device inputs pick cuda
+    a = np.random.default_rng(0).uniform(size=(6, 3, 3))
+    grads = prog.grad(A=cuda.to_device(a))["A"]
+    assert not isinstance(grads, np.ndarray) and tuple(grads.shape) == (6, 3, 3)
+    expected = np.linalg.det(a)[:, None, None] * np.linalg.inv(a).transpose(0, 2, 1)
+    np.testing.assert_allclose(grads.copy_to_host(), expected, atol=1e-13)
+    with pytest.raises(diffdsl.InputError, match="float32"):
+        prog.grad(A=cuda.to_device(a.astype(np.float32)))
+    on_cpu = diffdsl.load(ROOT / "examples" / "det3.dd", backend="cpu")
+    np.testing.assert_allclose(on_cpu.grad(A=cuda.to_device(a))["A"], expected, atol=1e-13)
+
+
+def test_cuda_without_a_gpu_is_a_clear_error(tmp_path):
+    env = dict(os.environ, NUMBA_ENABLE_CUDASIM="0", CUDA_VISIBLE_DEVICES="")
+    done = subprocess.run([sys.executable, "-m", "diffdsl", "grad",
+                           str(ROOT / "examples" / "det2.dd"), "--backend", "cuda",
+                           "--inputs", "A=[[1,2],[3,4]]"], capture_output=True, text=True,
+                          env=env, cwd=tmp_path, timeout=120)
+    assert done.returncode == 2, done.stderr
+    assert "needs an NVIDIA GPU" in done.stderr and "Traceback" not in done.stderr

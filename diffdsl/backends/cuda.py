@@ -467,6 +467,13 @@ def is_device_array(obj) -> bool:
         return False
 
 
+def as_device(obj):
+    """A Numba device array viewing `obj`'s GPU memory (no copy)."""
+    if getattr(type(obj), "__cuda_ndarray__", False):
+        return obj
+    return _cuda().as_cuda_array(obj)
+
+
 class Kernel:
     """Compiled evaluation of one graph in one dtype on the GPU.
 
