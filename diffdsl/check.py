@@ -7,7 +7,9 @@ symbolic
     element with `sympy.diff` of the exported output. An element is
 
     - "proven" when SymPy reduces the difference to 0: at once, after `expand` (fast for
-      polynomials such as determinants), or after `simplify` (for small expressions only);
+      polynomials such as determinants), after `simplify` (small expressions only), or, for
+      a Piecewise, case by case over the truth values of its conditions (`simplify` takes
+      tens of seconds on the derivative of a max over five elements);
     - "numeric50" when the two agree at every random point, evaluated with 50-digit
       arithmetic, to a relative 1e-30;
     - "rounding" when they agree there to a relative 1e-12 but not to 1e-30: constant folding
@@ -23,12 +25,14 @@ numeric
     elements, along every coordinate.
 
 Random points draw every input element uniformly from [0.5, 1.5), reproducibly from `seed`.
-The report is JSON-ready: `{"ok": ..., "symbolic": {OUT: {IN: ...}}, "numeric": {OUT: {IN:
-...}}}`.
+The cheap steps come first: the 50-digit evaluation runs before `simplify`, so a mismatch
+never waits for `simplify` to give up. The report is JSON-ready:
+`{"ok": ..., "symbolic": {OUT: {IN: ...}}, "numeric": {OUT: {IN: ...}}}`.
 """
 
 from __future__ import annotations
 
+import itertools
 import math
 
 import numpy as np
@@ -46,6 +50,8 @@ EXACT_RTOL = 1e-30
 ROUNDING_RTOL = 1e-12
 EXPAND_LIMIT = 50_000  # tree size (graph-measured) up to which `expand` is tried
 SIMPLIFY_LIMIT = 2_000  # count_ops up to which `simplify` is tried
+CASES_LIMIT = 6  # relations up to which a Piecewise is split into cases (2**n of them)
+CASE_SIMPLIFY_LIMIT = 200  # count_ops up to which `simplify` is tried on each case
 TREE_LIMIT = 1_000_000  # tree size beyond which SymPy is not asked at all
 DEPTH_LIMIT = 300  # SymPy recurses over expressions; deeper ones exhaust Python's stack
 MAX_REPORTED = 20  # mismatches listed per output and input
@@ -70,14 +76,19 @@ def check(graph: Graph, points: int = 3, seed: int = 0) -> dict:
     if not graph.inputs:
         return report
     syms = symbolic.Symbols(graph)
-    sizes, depths = tree_sizes(graph, TREE_LIMIT)
+    sizes, depths = symbolic.expression_sizes(graph, TREE_LIMIT)
     for out in graph.outputs:
         rev = autodiff.jacobian(graph, out, mode="reverse")
         fwd = autodiff.jacobian(graph, out, mode="forward")
         jac_rev = _evaluate_jacobian(graph, rev, out, x0)
         jac_fwd = _evaluate_jacobian(graph, fwd, out, x0)
         report["numeric"][out] = _numeric(graph, out, x0, [jac_rev, jac_fwd], rng)
-        report["symbolic"][out] = _symbolic(graph, out, rev, syms, x0, jac_rev, sizes, depths)
+        d_ids = [i for name in graph.inputs for i in rev.outputs[autodiff.d_name(name)].ids]
+        deepest = max(symbolic.graph_depth(graph, graph.outputs[out].ids),
+                      symbolic.graph_depth(rev, d_ids))
+        report["symbolic"][out] = symbolic.deep_call(
+            min(deepest, DEPTH_LIMIT), _symbolic, graph, out, rev, syms, x0, jac_rev, sizes,
+            depths)
     for per_out in report["symbolic"].values():
         for entry in per_out.values():
             if entry["status"] == "mismatch":
@@ -91,18 +102,6 @@ def check(graph: Graph, points: int = 3, seed: int = 0) -> dict:
 
 # ---------------------------------------------------------------------------------------------
 # helpers
-
-
-def tree_sizes(graph: Graph, cap: int) -> tuple[list[int], list[int]]:
-    """For every node, the size of its expression written out as a tree (capped at `cap`) and
-    its depth: what SymPy will face, measured on the graph in one forward loop."""
-    sizes = [1] * len(graph.nodes)
-    depths = [1] * len(graph.nodes)
-    for i, node in enumerate(graph.nodes):
-        if node.args:
-            sizes[i] = min(cap, 1 + sum(sizes[a] for a in node.args))
-            depths[i] = 1 + max(depths[a] for a in node.args)
-    return sizes, depths
 
 
 def _evaluate_jacobian(graph: Graph, jac: Graph, out: str, x0: dict) -> dict:
@@ -150,11 +149,13 @@ def _numeric(graph: Graph, out: str, x0: dict, jacs: list, rng) -> dict:
             fx = reference.evaluate(graph, batch)[out].reshape(2, npts, k, -1)
             fd = (fx[0] - fx[1]) / (2.0 * h[:, None, None])  # (points, k, S)
         worst = (0.0, None)
+        checked = 0
         for jac in jacs:
             with np.errstate(all="ignore"):
                 jv = np.einsum("pst,pkt->pks", jac[name], dirs)
             rel = _relative_errors(fd, jv, f0)
-            if rel.size and np.nanmax(rel) > worst[0]:
+            checked = max(checked, int(np.count_nonzero(~np.isnan(rel))))
+            if checked and np.nanmax(rel) > worst[0]:
                 p, d, s = np.unravel_index(int(np.nanargmax(rel)), rel.shape)
                 worst = (float(rel[p, d, s]), (int(d), int(s)))
         entry = {"max_rel_error": worst[0], "ok": bool(worst[0] <= RTOL)}
@@ -170,6 +171,7 @@ def _numeric(graph: Graph, out: str, x0: dict, jacs: list, rng) -> dict:
             entry["worst_element"] = []
             entry["worst_kind"] = "none"
         entry["directions"] = int(k)
+        entry["checked"] = checked  # comparisons made where the output is finite
         result[name] = entry
     return result
 
@@ -198,7 +200,7 @@ def _symbolic(graph: Graph, out: str, jac: Graph, syms, x0: dict, jac_values: di
     out_port = graph.outputs[out]
     names = list(graph.inputs)
     result = {}
-    jac_sizes, jac_depths = tree_sizes(jac, TREE_LIMIT)
+    jac_sizes, jac_depths = symbolic.expression_sizes(jac, TREE_LIMIT)
     jac_ids = [i for n in names for i in jac.outputs[autodiff.d_name(n)].ids]
     big = max([sizes[i] for i in out_port.ids] + [jac_sizes[i] for i in jac_ids])
     deep = max([depths[i] for i in out_port.ids] + [jac_depths[i] for i in jac_ids])
@@ -219,7 +221,7 @@ def _symbolic(graph: Graph, out: str, jac: Graph, syms, x0: dict, jac_values: di
             result[name] = {"status": "skipped", "reason": reason, "elements": elements,
                             "counts": {"skipped": elements}, "mismatches": []}
         return result
-    subs = [{s: sp.Float(float(x0[n][p, k]), DIGITS + 10)
+    subs = [{s: sp.Float(float(x0[n][p, k]), DIGITS + 30)
              for n in names for k, s in enumerate(syms.plain[n])}
             for p in range(next(iter(x0.values())).shape[0])]
     for name in names:
@@ -275,17 +277,49 @@ def compare(ours: sp.Expr, theirs: sp.Expr, subs: list, scales, size: int) -> tu
         worst = max(worst, rel)
         if worst > ROUNDING_RTOL:
             return "mismatch", f"relative difference {worst:.3g} at 50 digits"
-    if size <= SIMPLIFY_LIMIT and sp.count_ops(diff) <= SIMPLIFY_LIMIT:
-        if sp.simplify(diff) == 0:
-            return "proven", "simplify"
+    if size <= SIMPLIFY_LIMIT:
+        how = _prove_zero(diff)
+        if how is not None:
+            return "proven", how
     if worst <= EXACT_RTOL:
         return "numeric50", f"relative difference {worst:.3g} at 50 digits"
     return "rounding", f"relative difference {worst:.3g} at 50 digits"
 
 
+def _prove_zero(diff: sp.Expr) -> str | None:
+    """How SymPy shows that `diff` is 0, or None.
+
+    `simplify` is slow on Piecewise (tens of seconds for the derivative of a max over five
+    elements), so a Piecewise is split into cases instead: every truth assignment to the
+    relations in its conditions collapses it into a plain expression, and each of those must
+    be 0. An assignment that no point satisfies is checked as well, which asks more than
+    needed; where that fails the element stays "numeric50".
+    """
+    if not diff.has(sp.Piecewise):
+        if sp.count_ops(diff) <= SIMPLIFY_LIMIT and sp.simplify(diff) == 0:
+            return "simplify"
+        return None
+    relations = sorted(diff.atoms(sp.core.relational.Relational), key=sp.default_sort_key)
+    if len(relations) > CASES_LIMIT:
+        return None
+    for values in itertools.product((sp.true, sp.false), repeat=len(relations)):
+        case = diff.xreplace(dict(zip(relations, values, strict=True)))
+        if case.has(sp.Piecewise) or not _plain_zero(case):
+            return None
+    return f"{2 ** len(relations)} cases"
+
+
+def _plain_zero(expr: sp.Expr) -> bool:
+    if expr == 0 or sp.expand(expr) == 0:
+        return True
+    return sp.count_ops(expr) <= CASE_SIMPLIFY_LIMIT and sp.simplify(expr) == 0
+
+
 def _numeric_difference(ours: sp.Expr, theirs: sp.Expr, pt: dict, scale: float) -> float:
-    a = ours.evalf(DIGITS, subs=pt)
-    b = theirs.evalf(DIGITS, subs=pt)
+    # Substituting Floats of extra precision evaluates as it builds, Piecewise conditions
+    # included; `evalf(subs=...)` is far slower on Piecewise and can fail on their conditions.
+    a = ours.xreplace(pt).evalf(DIGITS)
+    b = theirs.xreplace(pt).evalf(DIGITS)
     if a == b:
         return 0.0
     try:
@@ -324,8 +358,11 @@ def format_check(report: dict) -> str:
             num = num_out.get(name)
             if num is not None:
                 verdict = "ok" if num["ok"] else "FAILED"
-                parts.append(f"finite differences max rel err {num['max_rel_error']:.2g} "
-                             f"{verdict}")
+                if num.get("checked", 1):
+                    parts.append(f"finite differences max rel err "
+                                 f"{num['max_rel_error']:.2g} {verdict}")
+                else:
+                    parts.append("finite differences: no point where the output is finite")
                 if not num["ok"] and num.get("worst_element"):
                     parts[-1] += f" (worst at {out}{_index(num['worst_element'])}, " \
                                  f"{num.get('worst_kind')})"

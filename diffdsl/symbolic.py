@@ -24,7 +24,7 @@ closed form: an integer, a short decimal (`0.1` is 1/10), a fraction with denomi
 sqrt(pi), sqrt(2*pi) or of its reciprocal. Constant folding in float64 rounds (`1/3` folds to
 0.333...33, `log2`'s derivative holds ln 2 as a float), and this recovers the exact value, so
 formulas read as written and our derivatives can be proven equal to SymPy's. Any other
-constant is an exact `Float` of 53 bits.
+constant, and any of magnitude beyond 2**53 or below 1e-15, is an exact `Float` of 53 bits.
 
 Graphs are hash-consed, so a subexpression used twice is one SymPy object used twice; the tree
 that SymPy prints may still be exponentially larger than the graph (the determinant by minors
@@ -36,6 +36,9 @@ from __future__ import annotations
 import functools
 import itertools
 import math
+import re
+import sys
+import threading
 from fractions import Fraction
 from typing import Callable
 
@@ -70,12 +73,14 @@ def constant(value: float) -> sp.Expr:
 
 
 def _exact_form(x: float) -> sp.Expr | None:
+    if not 1e-15 <= x < 2.0**53:
+        return None  # written as a Float: 1e300 as a SymPy Integer would print 301 digits
     if x.is_integer():
         return sp.Integer(int(x))
     text = repr(x)
-    mantissa = text.split("e")[0].replace(".", "").lstrip("0")
+    mantissa = text.split("e")[0].replace(".", "").strip("0")
     if len(mantissa) <= 12:
-        return sp.Rational(text)
+        return sp.Rational(text)  # a short decimal, as written: 0.1 is 1/10
     frac = Fraction(x).limit_denominator(1000)
     if float(frac) == x:
         return sp.Rational(frac.numerator, frac.denominator)
@@ -126,74 +131,102 @@ def _known_constants() -> dict[float, tuple]:
 
 
 class _Arg:
-    """An argument of an op as exported: its expression, and its relation when it is a
-    comparison or a logical combination of comparisons."""
+    """An argument of an op as exported.
 
-    __slots__ = ("x", "rel")
+    `x` is its expression. `alt` is the same value written without the Piecewise of min and
+    max (as SymPy's Min and Max, equal in value): conditions use it, because SymPy rewrites a
+    condition that holds a Piecewise into ITE form, which grows exponentially along a max
+    reduction. `rel` is its relation when it is a comparison or a logical combination of them.
+    """
 
-    def __init__(self, x, rel):
+    __slots__ = ("x", "alt", "rel")
+
+    def __init__(self, x, alt, rel):
         self.x = x
+        self.alt = alt
         self.rel = rel
 
     @property
     def cond(self):
         """The argument as a condition: nonzero is true."""
-        return self.rel if self.rel is not None else sp.Ne(self.x, 0)
+        return self.rel if self.rel is not None else sp.Ne(self.alt, 0)
+
+
+def _apply(function, *args):
+    """`function(*args)` unevaluated unless every argument is a number.
+
+    SymPy's automatic evaluation of a function asks questions such as `is_number` of its
+    argument that recurse to the bottom of it and are not cached, so building a chain of n
+    nested calls costs n**2 (a 1600-deep chain of tanh took 30 s; Min and Max factor their
+    arguments' differences: 2 s for a chain of 100). The evaluations skipped are cosmetic
+    (`sin(-x)` to `-sin(x)`); the IR has folded constant arguments already.
+    """
+    if all(arg.is_Number for arg in args):
+        return function(*args)
+    return function(*args, evaluate=False)
 
 
 def _first_on_tie(relation):
-    return lambda a: sp.Piecewise((a[0].x, relation(a[0].x, a[1].x)), (a[1].x, True))
+    return lambda a: sp.Piecewise((a[0].x, relation(a[0].alt, a[1].alt)), (a[1].x, True))
 
 
 # Keyed by the `sympy` field of the op rows. A rule takes the list of `_Arg`s and returns an
 # expression, or a SymPy Boolean for ops whose value is a condition (exported as 1 or 0).
 SYMPY_FUNCS: dict[str, Callable] = {
     "neg": lambda a: -a[0].x,
-    "exp": lambda a: sp.exp(a[0].x),
-    "log": lambda a: sp.log(a[0].x),
+    "exp": lambda a: _apply(sp.exp, a[0].x),
+    "log": lambda a: _apply(sp.log, a[0].x),
     "log1p": lambda a: sp.log(1 + a[0].x),
-    "expm1": lambda a: sp.exp(a[0].x) - 1,
+    "expm1": lambda a: _apply(sp.exp, a[0].x) - 1,
     "log2": lambda a: sp.log(a[0].x, 2),
     "log10": lambda a: sp.log(a[0].x, 10),
     "sqrt": lambda a: sp.sqrt(a[0].x),
     "cbrt": lambda a: sp.real_root(a[0].x, 3),
-    "sin": lambda a: sp.sin(a[0].x),
-    "cos": lambda a: sp.cos(a[0].x),
-    "tan": lambda a: sp.tan(a[0].x),
-    "asin": lambda a: sp.asin(a[0].x),
-    "acos": lambda a: sp.acos(a[0].x),
-    "atan": lambda a: sp.atan(a[0].x),
-    "sinh": lambda a: sp.sinh(a[0].x),
-    "cosh": lambda a: sp.cosh(a[0].x),
-    "tanh": lambda a: sp.tanh(a[0].x),
-    "asinh": lambda a: sp.asinh(a[0].x),
-    "acosh": lambda a: sp.acosh(a[0].x),
-    "atanh": lambda a: sp.atanh(a[0].x),
-    "Abs": lambda a: sp.Abs(a[0].x),
-    "sign": lambda a: sp.sign(a[0].x),
-    "floor": lambda a: sp.floor(a[0].x),
-    "ceiling": lambda a: sp.ceiling(a[0].x),
-    "erf": lambda a: sp.erf(a[0].x),
+    "sin": lambda a: _apply(sp.sin, a[0].x),
+    "cos": lambda a: _apply(sp.cos, a[0].x),
+    "tan": lambda a: _apply(sp.tan, a[0].x),
+    "asin": lambda a: _apply(sp.asin, a[0].x),
+    "acos": lambda a: _apply(sp.acos, a[0].x),
+    "atan": lambda a: _apply(sp.atan, a[0].x),
+    "sinh": lambda a: _apply(sp.sinh, a[0].x),
+    "cosh": lambda a: _apply(sp.cosh, a[0].x),
+    "tanh": lambda a: _apply(sp.tanh, a[0].x),
+    "asinh": lambda a: _apply(sp.asinh, a[0].x),
+    "acosh": lambda a: _apply(sp.acosh, a[0].x),
+    "atanh": lambda a: _apply(sp.atanh, a[0].x),
+    "Abs": lambda a: _apply(sp.Abs, a[0].x),
+    "sign": lambda a: _apply(sp.sign, a[0].x),
+    "floor": lambda a: _apply(sp.floor, a[0].x),
+    "ceiling": lambda a: _apply(sp.ceiling, a[0].x),
+    "erf": lambda a: _apply(sp.erf, a[0].x),
     "Not": lambda a: sp.Not(a[0].cond),
     "Add": lambda a: a[0].x + a[1].x,
     "sub": lambda a: a[0].x - a[1].x,
     "Mul": lambda a: a[0].x * a[1].x,
     "div": lambda a: a[0].x / a[1].x,
     "Pow": lambda a: sp.Pow(a[0].x, a[1].x),
-    "atan2": lambda a: sp.atan2(a[0].x, a[1].x),
+    "atan2": lambda a: _apply(sp.atan2, a[0].x, a[1].x),
     "hypot": lambda a: sp.sqrt(a[0].x ** 2 + a[1].x ** 2),
     "Min": _first_on_tie(sp.Le),
     "Max": _first_on_tie(sp.Ge),
-    "lt": lambda a: sp.Lt(a[0].x, a[1].x),
-    "le": lambda a: sp.Le(a[0].x, a[1].x),
-    "gt": lambda a: sp.Gt(a[0].x, a[1].x),
-    "ge": lambda a: sp.Ge(a[0].x, a[1].x),
-    "eq": lambda a: sp.Eq(a[0].x, a[1].x),
-    "ne": lambda a: sp.Ne(a[0].x, a[1].x),
+    "lt": lambda a: sp.Lt(a[0].alt, a[1].alt),
+    "le": lambda a: sp.Le(a[0].alt, a[1].alt),
+    "gt": lambda a: sp.Gt(a[0].alt, a[1].alt),
+    "ge": lambda a: sp.Ge(a[0].alt, a[1].alt),
+    "eq": lambda a: sp.Eq(a[0].alt, a[1].alt),
+    "ne": lambda a: sp.Ne(a[0].alt, a[1].alt),
     "And": lambda a: sp.And(a[0].cond, a[1].cond),
     "Or": lambda a: sp.Or(a[0].cond, a[1].cond),
     "Piecewise": lambda a: sp.Piecewise((a[1].x, a[0].cond), (a[2].x, True)),
 }
+
+# How `alt` (see `_Arg`) differs from the expression.
+_ALT_FUNCS: dict[str, Callable] = {
+    "Min": lambda a: _apply(sp.Min, a[0].alt, a[1].alt),
+    "Max": lambda a: _apply(sp.Max, a[0].alt, a[1].alt),
+}
+_PIECEWISE = frozenset({"Min", "Max", "Piecewise", "lt", "le", "gt", "ge", "eq", "ne", "And",
+                        "Or", "Not"})
 
 
 # ---------------------------------------------------------------------------------------------
@@ -243,14 +276,89 @@ class Symbols:
 
 
 # ---------------------------------------------------------------------------------------------
+# Size and depth
+
+DEEP = 150  # expression depth beyond which SymPy work runs on a thread with a large stack
+# Expression depth beyond which export builds unevaluated SymPy objects (`evaluate(False)`):
+# evaluating Add, Mul and Pow asks uncached questions that recurse to the bottom of their
+# arguments (`is_polynomial`, `is_number`), so a chain of n evaluated ops costs n**2.
+UNEVALUATED_DEPTH = 400
+
+
+def expression_sizes(graph: Graph, cap: int) -> tuple[list[int], list[int]]:
+    """For every node, the size of its expression written out as a tree (capped at `cap`) and
+    its depth: what SymPy will face, measured on the graph in one forward loop."""
+    sizes = [1] * len(graph.nodes)
+    depths = [1] * len(graph.nodes)
+    for i, node in enumerate(graph.nodes):
+        if node.args:
+            sizes[i] = min(cap, 1 + sum(sizes[a] for a in node.args))
+            depths[i] = 1 + max(depths[a] for a in node.args)
+    return sizes, depths
+
+
+def graph_depth(graph: Graph, ids) -> int:
+    """The depth of the deepest expression among nodes `ids`."""
+    ids = list(ids)
+    if not ids:
+        return 0
+    _, depths = expression_sizes(graph, 1)
+    return max(depths[i] for i in ids)
+
+
+def deep_call(depth: int, fn: Callable, *args, **kwargs):
+    """`fn(*args, **kwargs)`, on a thread with a stack to match `depth` when it is large.
+
+    Our loops never recurse, but SymPy recurses over an expression as it builds, prints or
+    differentiates it, a few frames per level: a chain 10,000 operations deep exhausts
+    Python's default limit of 1000. Past `DEEP` levels the work runs on a new thread whose
+    stack and recursion limit are sized to the depth (the limit is restored afterwards).
+    """
+    if depth <= DEEP:
+        return fn(*args, **kwargs)
+    result: dict = {}
+
+    def work():
+        try:
+            result["value"] = fn(*args, **kwargs)
+        except BaseException as exc:  # noqa: B036 - re-raised on the calling thread
+            result["error"] = exc
+
+    old_limit = sys.getrecursionlimit()
+    old_stack = threading.stack_size()
+    sys.setrecursionlimit(max(old_limit, 60 * depth + 10_000))
+    try:
+        threading.stack_size(min(1 << 30, max(1 << 26, depth << 16)))
+        try:
+            thread = threading.Thread(target=work, name="diffdsl-sympy")
+            thread.start()
+        finally:
+            threading.stack_size(old_stack)
+        thread.join()
+    finally:
+        sys.setrecursionlimit(old_limit)
+    if "error" in result:
+        raise result["error"]
+    return result["value"]
+
+
+# ---------------------------------------------------------------------------------------------
 # Export
 
 
 def export_nodes(graph: Graph, ids, atom: Callable) -> dict[int, sp.Expr]:
     """SymPy expressions of the nodes `ids`, in one forward loop over what they reach.
 
-    `atom(name, k)` gives the symbol of element `k` of input `name`.
+    `atom(name, k)` gives the symbol of element `k` of input `name`. Expressions deeper than
+    `UNEVALUATED_DEPTH` are built unevaluated: the tree of the graph as it is, `x*x` not `x**2`.
     """
+    if graph_depth(graph, ids) > UNEVALUATED_DEPTH:
+        with sp.evaluate(False):
+            return _export_nodes(graph, ids, atom)
+    return _export_nodes(graph, ids, atom)
+
+
+def _export_nodes(graph: Graph, ids, atom: Callable) -> dict[int, sp.Expr]:
     nodes = graph.nodes
     live = bytearray(len(nodes))
     for i in ids:
@@ -260,21 +368,30 @@ def export_nodes(graph: Graph, ids, atom: Callable) -> dict[int, sp.Expr]:
             for a in nodes[i].args:
                 live[a] = 1
     exprs: list = [None] * len(nodes)
+    alts: list = [None] * len(nodes)  # None: the same as exprs[i]
     rels: dict[int, object] = {}
     for i, node in enumerate(nodes):
         if not live[i]:
             continue
         if node.op == "const":
             exprs[i] = constant(node.attr)
-        elif node.op == "input":
+            continue
+        if node.op == "input":
             exprs[i] = atom(*node.attr)
-        else:
-            rule = SYMPY_FUNCS[OPS[node.op].sympy]
-            result = rule([_Arg(exprs[a], rels.get(a)) for a in node.args])
-            if isinstance(result, sp.logic.boolalg.Boolean):
-                rels[i] = result
-                result = sp.Piecewise((sp.Integer(1), result), (sp.Integer(0), True))
-            exprs[i] = result
+            continue
+        name = OPS[node.op].sympy
+        args = [_Arg(exprs[a], exprs[a] if alts[a] is None else alts[a], rels.get(a))
+                for a in node.args]
+        result = SYMPY_FUNCS[name](args)
+        # A Symbol is a Boolean too in SymPy; a condition is a Boolean that is no Expr.
+        if isinstance(result, sp.logic.boolalg.Boolean) and not isinstance(result, sp.Expr):
+            rels[i] = result
+            result = sp.Piecewise((sp.Integer(1), result), (sp.Integer(0), True))
+        exprs[i] = result
+        if name in _ALT_FUNCS:
+            alts[i] = _ALT_FUNCS[name](args)
+        elif any(alts[a] is not None for a in node.args) and name not in _PIECEWISE:
+            alts[i] = SYMPY_FUNCS[name]([_Arg(g.alt, g.alt, g.rel) for g in args])
     return {i: exprs[i] for i in ids}
 
 
@@ -301,7 +418,8 @@ def to_sympy(graph: Graph, names=None, real: bool = True) -> dict:
     names = _output_names(graph, names)
     syms = Symbols(graph, real)
     ids = [i for name in names for i in graph.outputs[name].ids]
-    exprs = export_nodes(graph, ids, lambda name, k: syms.public[name][k])
+    exprs = deep_call(graph_depth(graph, ids), export_nodes, graph, ids,
+                      lambda name, k: syms.public[name][k])
     return {name: shaped([exprs[i] for i in graph.outputs[name].ids], graph.outputs[name].shape)
             for name in names}
 
@@ -333,8 +451,11 @@ def oracle_diff(expr: sp.Expr, symbol: sp.Symbol) -> sp.Expr:
     if d.has(sp.DiracDelta):
         d = d.replace(sp.DiracDelta, lambda *args: sp.Integer(0))
     if d.has(sp.Derivative):
+        # floor(3*x)' comes back as 3*Subs(Derivative(floor(_xi), _xi), _xi, 3*x).
         d = d.replace(lambda e: isinstance(e, sp.Derivative) and isinstance(e.expr, _NONSMOOTH),
                       lambda e: sp.Integer(0))
+        if d.has(sp.Subs):
+            d = d.replace(lambda e: isinstance(e, sp.Subs), lambda e: e.doit())
     return d
 
 
@@ -361,6 +482,11 @@ def sympy_derivatives(graph: Graph, of: str | None = None, wrt=None,
     """The oracle: the exported output differentiated by `sympy.diff`, per input element."""
     of = autodiff.pick_output(graph, of)
     wrt = autodiff.pick_inputs(graph, wrt)
+    return deep_call(graph_depth(graph, graph.outputs[of].ids), _sympy_derivatives,
+                     graph, of, wrt, real)
+
+
+def _sympy_derivatives(graph: Graph, of: str, wrt: list[str], real: bool) -> Derivatives:
     syms = Symbols(graph, real)
     f = function_exprs(graph, of, syms.plain_atom)
     out_shape = graph.outputs[of].shape
@@ -378,7 +504,9 @@ def our_derivatives(graph: Graph, of: str | None = None, wrt=None,
     wrt = autodiff.pick_inputs(graph, wrt)
     jac = autodiff.jacobian(graph, of, wrt)
     syms = Symbols(graph, real)
-    flat = jacobian_exprs(jac, wrt, lambda name, k: syms.public[name][k])
+    ids = [i for name in wrt for i in jac.outputs[autodiff.d_name(name)].ids]
+    flat = deep_call(graph_depth(jac, ids), jacobian_exprs, jac, wrt,
+                     lambda name, k: syms.public[name][k])
     out_shape = graph.outputs[of].shape
     return Derivatives(of, out_shape, {
         name: shaped(flat[name], out_shape + graph.inputs[name].shape) for name in wrt})
@@ -431,11 +559,7 @@ def format_derivatives(derivs: dict, of: str | None = None, latex: bool = False,
     show = sp.latex if latex else str
     lines = []
     if cse:
-        taken = {str(s) for e in exprs for s in e.free_symbols}
-        prefix = "x"
-        while any(t.startswith(prefix) and t[len(prefix):].isdigit() for t in taken):
-            prefix += "_"
-        replacements, exprs = sp.cse(exprs, symbols=sp.numbered_symbols(prefix))
+        replacements, exprs = sp.cse(exprs, symbols=sp.numbered_symbols(_cse_prefix(exprs)))
         for sym, sub in replacements:
             lines.append(f"{show(sym)} = {show(sub)}")
     for (out_label, in_label), expr in zip(labels, exprs, strict=True):
@@ -445,6 +569,16 @@ def format_derivatives(derivs: dict, of: str | None = None, latex: bool = False,
         else:
             lines.append(f"d {out_label} / d {in_label} = {show(expr)}")
     return "\n".join(lines)
+
+
+def _cse_prefix(exprs) -> str:
+    """A letter for the CSE symbols (x0, x1, ...) that no input's name could be read as, in
+    text or in LaTeX (where x0 and x_0 both print as x_{0})."""
+    taken = {str(getattr(s, "base", s)) for e in exprs for s in e.free_symbols}
+    for prefix in ("x", "t", "u", "w", "s", "c"):
+        if not any(re.fullmatch(rf"{prefix}_?\d+", name) for name in taken):
+            return prefix
+    return "cse"
 
 
 def derivatives_json(derivs: dict) -> dict:
