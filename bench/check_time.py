@@ -11,19 +11,10 @@ from __future__ import annotations
 import argparse
 import time
 
+from lowering import SOURCE  # the recursive determinant, beside this file
+
 import diffdsl
 from diffdsl.check import check
-
-SOURCE = """\
-const n = {n}
-input A[n, n]
-
-def det(M) =
-    if rows(M) == 1 then M[0, 0]
-    else sum((-1)**j * M[0, j] * det(minor(M, 0, j)) for j in range(cols(M)))
-
-output d = det(A)
-"""
 
 
 def main() -> None:

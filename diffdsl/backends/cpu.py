@@ -8,10 +8,7 @@ a little work.
 
 from __future__ import annotations
 
-import importlib.util
 import os
-import sys
-import types
 
 import numpy as np
 
@@ -36,25 +33,8 @@ def module_source(graph: Graph, dtype: str, key: str, version: str) -> str:
     return emit.emit_module(graph, dtype, key, version)
 
 
-def import_file(name: str, path) -> types.ModuleType:
-    """Import a generated module from its file, so Numba can cache its machine code."""
-    spec = importlib.util.spec_from_file_location(name, path)
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[name] = module  # Numba's cache locator looks the module up by name
-    try:
-        spec.loader.exec_module(module)
-    except BaseException:
-        sys.modules.pop(name, None)
-        raise
-    return module
-
-
-def module_in_memory(name: str, source: str) -> types.ModuleType:
-    """The same module without a file: compiled in this process only, never cached."""
-    module = types.ModuleType(name)
-    exec(compile(source.replace("cache=True", "cache=False"), f"<{name}>", "exec"),
-         module.__dict__)
-    return module
+import_file = emit.import_file
+module_in_memory = emit.module_in_memory
 
 
 class Kernel:

@@ -20,9 +20,7 @@ instead of giving NaN; there the `math` that the kernels see is swapped for IEEE
 from __future__ import annotations
 
 import contextlib
-import importlib.util
 import math
-import sys
 import types
 import warnings
 
@@ -30,6 +28,7 @@ import numpy as np
 
 from ..ir import Graph
 from ..ops import OPS
+from . import emit
 from .tape import CODE, OPCODES, Tape
 
 # Graphs with more nodes than this run on the tape. Straight-line device code compiles in time
@@ -199,24 +198,13 @@ def literal(x: float) -> str:
 
 
 def import_file(name: str, path) -> types.ModuleType:
-    """Import a generated module from its file, so Numba can cache its machine code."""
-    spec = importlib.util.spec_from_file_location(name, path)
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[name] = module  # Numba's cache locator looks the module up by name
-    try:
-        spec.loader.exec_module(module)
-    except BaseException:
-        sys.modules.pop(name, None)
-        raise
-    return _adapt(module)
+    """Import a generated module from its file (Numba caches what it can)."""
+    return _adapt(emit.import_file(name, path))
 
 
 def module_in_memory(name: str, source: str) -> types.ModuleType:
     """The same module without a file: compiled in this process only, never cached."""
-    module = types.ModuleType(name)
-    exec(compile(source.replace("cache=True", "cache=False"), f"<{name}>", "exec"),
-         module.__dict__)
-    return _adapt(module)
+    return _adapt(emit.module_in_memory(name, source))
 
 
 def _adapt(module: types.ModuleType) -> types.ModuleType:
