@@ -312,24 +312,9 @@ class Program:
         plan = self._plans.get((id(self.derivative("grad", of, wrt)), self.dtype))
         if plan is None:
             return
-        shapes, dtype, point = plan.shapes, plan.dtype, plan.kernel.point
+
         grads = [(name[2:], s, shape) for name, s, shape in plan.outputs if name != "value"]
-
-        def fast(inputs: dict) -> dict | None:
-            if len(inputs) != len(shapes):
-                return None
-            parts = []
-            for name, shape in shapes:
-                value = inputs.get(name)
-                if type(value) is not np.ndarray or value.shape != shape \
-                        or value.dtype != dtype:
-                    return None
-                parts.append(value.reshape(-1))
-            out = point(parts[0] if len(parts) == 1 else np.concatenate(parts))
-            return {name: out[s].reshape(shape) if shape else out[s.start]
-                    for name, s, shape in grads}
-
-        self._fast_grad[(of, _request_key(wrt))] = fast
+        self._fast_grad[(of, _request_key(wrt))] = lambda inputs: plan.try_point(inputs, grads)
 
     def _fast_point(self, graph: Graph, inputs: dict, dtype: str) -> dict | None:
         """One point given as arrays of the declared shapes: skip the general checks.
@@ -338,19 +323,7 @@ class Program:
         returns None and takes the general path, which explains errors.
         """
         plan = self._plans.get((id(graph), dtype))
-        if plan is None or len(inputs) != len(plan.shapes):
-            return None
-        parts = []
-        for name, shape in plan.shapes:
-            value = inputs.get(name)
-            if type(value) is not np.ndarray or value.shape != shape \
-                    or value.dtype != plan.dtype:
-                return None
-            parts.append(value.reshape(-1))
-        x = parts[0] if len(parts) == 1 else np.concatenate(parts)
-        out = plan.kernel.point(x)
-        return {name: out[s].reshape(shape) if shape else out[s.start]
-                for name, s, shape in plan.outputs}
+        return None if plan is None else plan.try_point(inputs)
 
     def _run_kernel(self, graph: Graph, arrays: dict, batch: tuple, dt) -> dict:
         kernel = self.kernel(graph, np.dtype(dt).name)
@@ -427,6 +400,22 @@ class _Plan:
         for name, port in graph.outputs.items():
             self.outputs.append((name, slice(offset, offset + port.size), port.shape))
             offset += port.size
+
+    def try_point(self, inputs: dict, outputs: list | None = None) -> dict | None:
+        """The outputs (all, or those listed as `(name, slice, shape)`) for arrays of exactly
+        the declared shapes and dtype, else None."""
+        if len(inputs) != len(self.shapes):
+            return None
+        parts = []
+        for name, shape in self.shapes:
+            value = inputs.get(name)
+            if type(value) is not np.ndarray or value.shape != shape \
+                    or value.dtype != self.dtype:
+                return None
+            parts.append(value.reshape(-1))
+        out = self.kernel.point(parts[0] if len(parts) == 1 else np.concatenate(parts))
+        return {name: out[s].reshape(shape) if shape else out[s.start]
+                for name, s, shape in (self.outputs if outputs is None else outputs)}
 
 
 def _warm(kernel):

@@ -185,6 +185,5 @@ UNARY_BUILTINS = (
     "exp log log1p expm1 log2 log10 sqrt cbrt sin cos tan asin acos atan sinh cosh tanh "
     "asinh acosh atanh abs sign floor ceil erf"
 ).split()
-BINARY_BUILTINS = ("atan2", "hypot", "pow", "min", "max")
 COMPARISONS = {"<": "lt", "<=": "le", ">": "gt", ">=": "ge", "==": "eq", "!=": "ne"}
 ARITHMETIC = {"+": "add", "-": "sub", "*": "mul", "/": "div", "**": "pow"}
