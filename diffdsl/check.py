@@ -26,8 +26,10 @@ numeric
 
 Random points draw every input element uniformly from [0.5, 1.5), reproducibly from `seed`.
 The cheap steps come first: the 50-digit evaluation runs before `simplify`, so a mismatch
-never waits for `simplify` to give up. The report is JSON-ready:
-`{"ok": ..., "symbolic": {OUT: {IN: ...}}, "numeric": {OUT: {IN: ...}}}`.
+never waits for `simplify` to give up. It evaluates every element of an output and input
+block with one `lambdify`d mpmath function that shares common subexpressions, so it costs what
+the graph costs, not what the (possibly exponentially larger) written-out tree would. The
+report is JSON-ready: `{"ok": ..., "symbolic": {OUT: {IN: ...}}, "numeric": {OUT: {IN: ...}}}`.
 """
 
 from __future__ import annotations
@@ -35,6 +37,7 @@ from __future__ import annotations
 import itertools
 import math
 
+import mpmath
 import numpy as np
 import sympy as sp
 
@@ -221,40 +224,60 @@ def _symbolic(graph: Graph, out: str, jac: Graph, syms, x0: dict, jac_values: di
             result[name] = {"status": "skipped", "reason": reason, "elements": elements,
                             "counts": {"skipped": elements}, "mismatches": []}
         return result
-    subs = [{s: sp.Float(float(x0[n][p, k]), DIGITS + 30)
-             for n in names for k, s in enumerate(syms.plain[n])}
-            for p in range(next(iter(x0.values())).shape[0])]
+    symbols = [s for n in names for s in syms.plain[n]]
+    npoints = next(iter(x0.values())).shape[0]
+    points = [[float(x0[n][p, k]) for n in names for k in range(graph.inputs[n].size)]
+              for p in range(npoints)]
     for name in names:
         port = graph.inputs[name]
         jac_port = jac.outputs[autodiff.d_name(name)]
         with np.errstate(all="ignore"):
             block = np.abs(np.where(np.isfinite(jac_values[name]), jac_values[name], 0.0))
-            scales = block.max(axis=(1, 2)) if block.size else np.zeros(len(subs))
-        counts: dict[str, int] = {}
-        mismatches = []
-        skip_reasons = []
+            scales = block.max(axis=(1, 2)) if block.size else np.zeros(npoints)
+        decided: dict[tuple, tuple] = {}  # (s, t) -> (status, detail, theirs)
+        pending = []  # elements left to the 50-digit evaluation: (s, t, theirs, size)
         for s in range(out_port.size):
             for t in range(port.size):
                 size = jac_sizes[jac_port.ids[s * port.size + t]] + sizes[out_port.ids[s]]
+                theirs = None
                 try:
                     theirs = symbolic.oracle_diff(f[s], syms.plain[name][t])
                     if symbolic.has_unevaluated(theirs):
-                        status, detail = "skipped", f"sympy.diff left {theirs}"
-                    else:
-                        status, detail = compare(ours[name][s * port.size + t], theirs,
-                                                 subs, scales, size)
+                        decided[s, t] = ("skipped", f"sympy.diff left {theirs}", theirs)
+                        continue
+                    how = _quick_proof(ours[name][s * port.size + t] - theirs, size)
                 except RecursionError:
-                    status, detail = "skipped", "SymPy ran out of stack"
-                counts[status] = counts.get(status, 0) + 1
-                element = _element(out_port.shape, port.shape, s, t)
-                if status == "mismatch" and len(mismatches) < MAX_REPORTED:
-                    mismatches.append({"element": element,
-                                       "output_index": list(symbolic.unravel(s, out_port.shape)),
-                                       "input_index": list(symbolic.unravel(t, port.shape)),
-                                       "ours": _short(ours[name][s * port.size + t]),
-                                       "sympy": _short(theirs), "detail": detail})
-                elif status == "skipped" and len(skip_reasons) < 3:
-                    skip_reasons.append(f"{element}: {detail}")
+                    decided[s, t] = ("skipped", "SymPy ran out of stack", theirs)
+                    continue
+                if how is not None:
+                    decided[s, t] = ("proven", how, theirs)
+                else:
+                    pending.append((s, t, theirs, size))
+        exprs = [e for s, t, theirs, _ in pending
+                 for e in (ours[name][s * port.size + t], theirs)]
+        values = evaluate(exprs, symbols, points) if pending else []
+        for j, (s, t, theirs, size) in enumerate(pending):
+            worst = max((_relative(row[2 * j], row[2 * j + 1], float(scale))
+                         for row, scale in zip(values, scales, strict=True)), default=0.0)
+            try:
+                status, detail = decide(ours[name][s * port.size + t], theirs, worst, size)
+            except RecursionError:
+                status, detail = "skipped", "SymPy ran out of stack"
+            decided[s, t] = (status, detail, theirs)
+        counts: dict[str, int] = {}
+        mismatches = []
+        skip_reasons = []
+        for (s, t), (status, detail, theirs) in sorted(decided.items()):
+            counts[status] = counts.get(status, 0) + 1
+            element = _element(out_port.shape, port.shape, s, t)
+            if status == "mismatch" and len(mismatches) < MAX_REPORTED:
+                mismatches.append({"element": element,
+                                   "output_index": list(symbolic.unravel(s, out_port.shape)),
+                                   "input_index": list(symbolic.unravel(t, port.shape)),
+                                   "ours": _short(ours[name][s * port.size + t]),
+                                   "sympy": _short(theirs), "detail": detail})
+            elif status == "skipped" and len(skip_reasons) < 3:
+                skip_reasons.append(f"{element}: {detail}")
         status = max(counts, key=_RANK.__getitem__) if counts else "proven"
         entry = {"status": status, "elements": out_port.size * port.size, "counts": counts,
                  "mismatches": mismatches}
@@ -264,26 +287,28 @@ def _symbolic(graph: Graph, out: str, jac: Graph, syms, x0: dict, jac_values: di
     return result
 
 
-def compare(ours: sp.Expr, theirs: sp.Expr, subs: list, scales, size: int) -> tuple[str, str]:
-    """Status of one element (see the module) and a note on how it was decided."""
-    diff = ours - theirs
+def _quick_proof(diff: sp.Expr, size: int) -> str | None:
+    """The difference is 0 at once, or after `expand` (what proves polynomials such as
+    determinants); a Piecewise is left to `_prove_zero`, which handles it case by case."""
     if diff == 0:
-        return "proven", "identical"
-    if size <= EXPAND_LIMIT and sp.expand(diff) == 0:
-        return "proven", "expand"
-    worst = 0.0
-    for pt, scale in zip(subs, scales, strict=True):
-        rel = _numeric_difference(ours, theirs, pt, float(scale))
-        worst = max(worst, rel)
-        if worst > ROUNDING_RTOL:
-            return "mismatch", f"relative difference {worst:.3g} at 50 digits"
+        return "identical"
+    if size <= EXPAND_LIMIT and not diff.has(sp.Piecewise) and sp.expand(diff) == 0:
+        return "expand"
+    return None
+
+
+def decide(ours: sp.Expr, theirs: sp.Expr, worst: float, size: int) -> tuple[str, str]:
+    """Status of an element whose largest relative difference at the points is `worst`."""
+    note = f"relative difference {worst:.3g} at {DIGITS} digits"
+    if worst > ROUNDING_RTOL:
+        return "mismatch", note
     if size <= SIMPLIFY_LIMIT:
-        how = _prove_zero(diff)
+        how = _prove_zero(ours - theirs)
         if how is not None:
             return "proven", how
     if worst <= EXACT_RTOL:
-        return "numeric50", f"relative difference {worst:.3g} at 50 digits"
-    return "rounding", f"relative difference {worst:.3g} at 50 digits"
+        return "numeric50", note
+    return "rounding", note
 
 
 def _prove_zero(diff: sp.Expr) -> str | None:
@@ -315,23 +340,75 @@ def _plain_zero(expr: sp.Expr) -> bool:
     return sp.count_ops(expr) <= CASE_SIMPLIFY_LIMIT and sp.simplify(expr) == 0
 
 
-def _numeric_difference(ours: sp.Expr, theirs: sp.Expr, pt: dict, scale: float) -> float:
-    # Substituting Floats of extra precision evaluates as it builds, Piecewise conditions
-    # included; `evalf(subs=...)` is far slower on Piecewise and can fail on their conditions.
-    a = ours.xreplace(pt).evalf(DIGITS)
-    b = theirs.xreplace(pt).evalf(DIGITS)
+# 50-digit evaluation ----------------------------------------------------------------------
+
+
+def _mp_select(c, a, b):
+    return a if c else b
+
+
+def evaluate(exprs: list, symbols: list, points: list) -> list[list]:
+    """Every expression at every point (a list of floats, one per symbol), as mpmath numbers
+    computed with `DIGITS` digits and more: `values[point][expr]`.
+
+    One function made by `lambdify` with common subexpressions shared evaluates them all,
+    in time that follows the graph rather than the tree SymPy would walk with `xreplace`. An
+    expression it cannot evaluate (a division by zero in a branch not taken) falls back to
+    substitution and `evalf`, one expression at a time.
+    """
+    together = _lambdified(symbols, exprs, points)
+    if together is not None:
+        return together
+    rows: list[list] = [[None] * len(exprs) for _ in points]
+    for j, expr in enumerate(exprs):
+        alone = _lambdified(symbols, [expr], points)
+        for p, pt in enumerate(points):
+            if alone is not None:
+                rows[p][j] = alone[p][0]
+            else:
+                subs = {s: sp.Float(x, DIGITS + 30) for s, x in zip(symbols, pt, strict=True)}
+                rows[p][j] = _evalf(expr, subs)
+    return rows
+
+
+def _lambdified(symbols: list, exprs: list, points: list) -> list[list] | None:
+    try:
+        fn = sp.lambdify(symbols, exprs, modules=[{"select": _mp_select}, "mpmath"], cse=True)
+        with mpmath.workdps(DIGITS + 10):
+            return [[mpmath.mpmathify(v) for v in fn(*map(mpmath.mpf, pt))] for pt in points]
+    except (ArithmeticError, TypeError, ValueError, NameError):
+        return None
+
+
+def _evalf(expr: sp.Expr, subs: dict):
+    """One expression at one point: substituting Floats of extra precision evaluates as it
+    builds, Piecewise conditions included (`evalf(subs=...)` is far slower on Piecewise)."""
+    value = expr.xreplace(subs).evalf(DIGITS)
+    if value.has(sp.nan):
+        return mpmath.nan
+    if value.has(sp.zoo, sp.oo, -sp.oo):
+        return mpmath.inf
+    re, im = value.as_real_imag()
+    if not (hasattr(re, "_mpf_") or re == 0) or not (hasattr(im, "_mpf_") or im == 0):
+        return None  # not a number: SymPy could not evaluate it
+    return mpmath.mpc(mpmath.mpmathify(re), mpmath.mpmathify(im))
+
+
+def _relative(a, b, scale: float) -> float:
+    """|a - b| over max(|a|, |b|, scale); 0 where both are the same non-number."""
+    if a is None or b is None:
+        return math.inf
+    nan_a, nan_b = mpmath.isnan(a), mpmath.isnan(b)
+    if nan_a or nan_b:
+        return 0.0 if nan_a and nan_b else math.inf
     if a == b:
         return 0.0
-    try:
-        magnitude = max(abs(complex(a)), abs(complex(b)), scale if math.isfinite(scale) else 0)
-        gap = abs(complex((a - b).evalf(DIGITS)))
-    except (TypeError, ValueError):
-        return math.inf  # one side did not evaluate to a number
-    if not (math.isfinite(magnitude) and math.isfinite(gap)):
+    if mpmath.isinf(a) or mpmath.isinf(b):
         return math.inf
-    if gap == 0:
-        return 0.0
-    return gap / magnitude if magnitude > 0 else math.inf
+    magnitude = max(abs(a), abs(b), mpmath.mpf(scale if math.isfinite(scale) else 0.0))
+    if magnitude == 0:
+        return math.inf
+    return float(abs(a - b) / magnitude)
 
 
 def _short(expr, limit: int = 2000) -> str:

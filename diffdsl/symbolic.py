@@ -44,6 +44,7 @@ from typing import Callable
 
 import mpmath
 import sympy as sp
+from sympy.core.logic import fuzzy_and
 
 from . import autodiff
 from .errors import UsageError
@@ -133,10 +134,11 @@ def _known_constants() -> dict[float, tuple]:
 class _Arg:
     """An argument of an op as exported.
 
-    `x` is its expression. `alt` is the same value written without the Piecewise of min and
-    max (as SymPy's Min and Max, equal in value): conditions use it, because SymPy rewrites a
-    condition that holds a Piecewise into ITE form, which grows exponentially along a max
-    reduction. `rel` is its relation when it is a comparison or a logical combination of them.
+    `x` is its expression. `alt` is the same value written without Piecewise, for conditions
+    to use: SymPy rewrites a condition that holds a Piecewise into ITE form, which doubles at
+    every step of a max reduction or of a loop of dynamic ifs (and fails outright on some).
+    In `alt`, min and max are SymPy's Min and Max (equal in value), and a select is `select`.
+    `rel` is its relation when it is a comparison or a logical combination of them.
     """
 
     __slots__ = ("x", "alt", "rel")
@@ -150,6 +152,31 @@ class _Arg:
     def cond(self):
         """The argument as a condition: nonzero is true."""
         return self.rel if self.rel is not None else sp.Ne(self.alt, 0)
+
+
+class select(sp.Function):  # noqa: N801 - printed as the IR op it stands for
+    """`select(c, a, b)`: `a` where the condition `c` holds, else `b`.
+
+    The value of a select where it appears inside a condition (see `_Arg`); elsewhere a
+    select is a Piecewise. It collapses to a branch as soon as `c` is decided, as when
+    numbers are substituted.
+    """
+
+    def _eval_is_extended_real(self):
+        return fuzzy_and(branch.is_extended_real for branch in self.args[1:])
+
+    def _eval_is_finite(self):
+        return fuzzy_and(branch.is_finite for branch in self.args[1:])
+
+    @classmethod
+    def eval(cls, c, a, b):
+        if c == sp.true:
+            return a
+        if c == sp.false:
+            return b
+        if a == b:
+            return a
+        return None
 
 
 def _apply(function, *args):
@@ -220,13 +247,13 @@ SYMPY_FUNCS: dict[str, Callable] = {
     "Piecewise": lambda a: sp.Piecewise((a[1].x, a[0].cond), (a[2].x, True)),
 }
 
-# How `alt` (see `_Arg`) differs from the expression.
+# `alt` (see `_Arg`) of the ops whose expression is a Piecewise. Ops whose value is a
+# condition have `select(rel, 1, 0)`.
 _ALT_FUNCS: dict[str, Callable] = {
     "Min": lambda a: _apply(sp.Min, a[0].alt, a[1].alt),
     "Max": lambda a: _apply(sp.Max, a[0].alt, a[1].alt),
+    "Piecewise": lambda a: select(a[0].cond, a[1].alt, a[2].alt),
 }
-_PIECEWISE = frozenset({"Min", "Max", "Piecewise", "lt", "le", "gt", "ge", "eq", "ne", "And",
-                        "Or", "Not"})
 
 
 # ---------------------------------------------------------------------------------------------
@@ -386,11 +413,15 @@ def _export_nodes(graph: Graph, ids, atom: Callable) -> dict[int, sp.Expr]:
         # A Symbol is a Boolean too in SymPy; a condition is a Boolean that is no Expr.
         if isinstance(result, sp.logic.boolalg.Boolean) and not isinstance(result, sp.Expr):
             rels[i] = result
-            result = sp.Piecewise((sp.Integer(1), result), (sp.Integer(0), True))
+            exprs[i] = sp.Piecewise((sp.Integer(1), result), (sp.Integer(0), True))
+            if isinstance(exprs[i], sp.Piecewise):
+                alts[i] = select(result, sp.Integer(1), sp.Integer(0))
+            continue
         exprs[i] = result
         if name in _ALT_FUNCS:
-            alts[i] = _ALT_FUNCS[name](args)
-        elif any(alts[a] is not None for a in node.args) and name not in _PIECEWISE:
+            if isinstance(result, sp.Piecewise) or any(alts[a] is not None for a in node.args):
+                alts[i] = _ALT_FUNCS[name](args)
+        elif any(alts[a] is not None for a in node.args):
             alts[i] = SYMPY_FUNCS[name]([_Arg(g.alt, g.alt, g.rel) for g in args])
     return {i: exprs[i] for i in ids}
 

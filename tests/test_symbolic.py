@@ -99,6 +99,17 @@ def test_a_max_reduction_stays_small():
     assert sp.count_ops(m) < 200
 
 
+def test_a_loop_of_dynamic_ifs_stays_small_and_checks():
+    # A select compared again (the next iteration's condition) is written `select(...)`
+    # inside the condition, not as a Piecewise that SymPy would fold into ITE form.
+    graph = graph_of("input x[6]\ny = 0\nfor i in range(6) {\n"
+                     "    if x[i] > y { y = x[i] * y + 1 } else { y = y - x[i] }\n}\noutput y")
+    y = symbolic.to_sympy(graph)["y"]
+    assert not y.has(sp.ITE) and y.has(symbolic.select)
+    report = check(graph, points=2)
+    assert report["ok"], format_check(report)
+
+
 def test_constants_take_their_exact_form():
     c = symbolic.constant
     assert c(3.0) == 3 and isinstance(c(3.0), sp.Integer)
