@@ -134,14 +134,19 @@ _row("div", 2, lambda x, y: x / y, "({0} / {1})", "({0} / {1})", "div",
 _row("pow", 2, math.pow, "np.power({0}, {1})", "({0} ** {1})", "Pow",
      lambda g, a, out, ct: (
          g.mul(ct, g.mul(a[1], g.pow(a[0], g.sub(a[1], g.const(1.0))))),
+         # d/dy x**y = x**y log x, taken as 0 at x = 0 (its limit for y > 0), not 0 * -inf.
          None if g.is_const(a[1]) else
-         g.mul(ct, g.mul(g.op("log", a[0]), out))))
+         g.select(g.op("eq", a[0], g.const(0.0)), g.const(0.0),
+                  g.mul(ct, g.mul(g.op("log", a[0]), out)))))
 _row("atan2", 2, math.atan2, "np.arctan2({0}, {1})", "math.atan2({0}, {1})", "atan2",
      lambda g, a, out, ct: (
          g.div(g.mul(ct, a[1]), g.add(g.mul(a[0], a[0]), g.mul(a[1], a[1]))),
          g.neg(g.div(g.mul(ct, a[0]), g.add(g.mul(a[0], a[0]), g.mul(a[1], a[1]))))))
 _row("hypot", 2, math.hypot, "np.hypot({0}, {1})", "math.hypot({0}, {1})", "hypot",
-     lambda g, a, out, ct: (g.div(g.mul(ct, a[0]), out), g.div(g.mul(ct, a[1]), out)))
+     # At the origin, where the gradient x/r is 0/0, it is taken as 0, as abs'(0) is.
+     lambda g, a, out, ct: tuple(
+         g.select(g.op("eq", out, g.const(0.0)), g.const(0.0), g.div(g.mul(ct, x), out))
+         for x in a))
 # min and max send the whole derivative to the first argument on a tie (LANGUAGE.md).
 _row("min", 2, lambda x, y: x if x <= y else y, "np.where({0} <= {1}, {0}, {1})",
      "({0} if {0} <= {1} else {1})",

@@ -99,6 +99,11 @@ def test_nonsmooth_conventions():
     prog = diffdsl.compile("input x\ninput y\noutput m = min(x, y) + abs(x) + floor(y)\n")
     g = prog.grad(x=0.0, y=0.0)
     assert (g["x"], g["y"]) == (1.0, 0.0)  # tie: all to the first; abs'(0) = 0
+    power = diffdsl.compile("input x\ninput y\noutput f = pow(x, y)\n")
+    assert power.grad(x=0.0, y=2.0) == {"x": 0.0, "y": 0.0}  # not 0 * log(0) = nan
+    radius = diffdsl.compile("input x\ninput y\noutput r = hypot(x, y)\n")
+    assert radius.grad(x=0.0, y=0.0) == {"x": 0.0, "y": 0.0}
+    assert radius.grad(x=3.0, y=4.0) == {"x": 0.6, "y": 0.8}
     reduce_ = diffdsl.compile("input v[3]\noutput m = max(v)\n")
     assert reduce_.grad(v=[2.0, 5.0, 5.0])["v"].tolist() == [0.0, 1.0, 0.0]
 
