@@ -341,3 +341,16 @@ def machine() -> str:
         load = "; load average %.2f" % os.getloadavg()[0]
     return (f"{os.cpu_count()} CPUs ({model}); Python {platform.python_version()}, "
             f"NumPy {np.__version__}, Numba {numba.__version__}{load}")
+
+
+def timed(fn, X, repeats: int) -> tuple[float, float, np.ndarray]:
+    """(first call s, median of the following calls s, result of the first call)."""
+    start = time.perf_counter()
+    result = fn(X)
+    first = time.perf_counter() - start
+    times = []
+    for _ in range(repeats):
+        start = time.perf_counter()
+        fn(X)
+        times.append(time.perf_counter() - start)
+    return first, statistics.median(times), result

@@ -28,13 +28,13 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import statistics
 import sys
 import tempfile
 import time
 from functools import partial
 
 import numpy as np
+from common import timed
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
@@ -94,19 +94,6 @@ def find_gpu() -> tuple[str | None, str]:
 
 def draw(rows: int, n: int, seed: int, dtype: str) -> np.ndarray:
     return np.random.default_rng(seed).uniform(0.0, 1.0, (rows, n, n)).astype(dtype)
-
-
-def timed(fn, X, repeats: int):
-    """(first call s, median of the next `repeats` calls s, result of the first call)."""
-    start = time.perf_counter()
-    result = fn(X)
-    first = time.perf_counter() - start
-    times = []
-    for _ in range(repeats):
-        start = time.perf_counter()
-        fn(X)
-        times.append(time.perf_counter() - start)
-    return first, statistics.median(times), result
 
 
 def grad_error(G: np.ndarray, X: np.ndarray) -> float:

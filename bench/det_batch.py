@@ -16,9 +16,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import statistics
 import sys
-import time
 
 import numpy as np
 from common import (
@@ -33,24 +31,12 @@ from common import (
     run_worker,
     scratch_cache,
     table,
+    timed,
 )
 
 
 def draw(rows: int, n: int, seed: int) -> np.ndarray:
     return np.random.default_rng(seed).uniform(0.0, 1.0, (rows, n, n))
-
-
-def timed(fn, X, repeats: int) -> tuple[float, float, np.ndarray]:
-    """(first call s, median of the following calls s, result of the first call)."""
-    start = time.perf_counter()
-    result = fn(X)
-    first = time.perf_counter() - start
-    times = []
-    for _ in range(repeats):
-        start = time.perf_counter()
-        fn(X)
-        times.append(time.perf_counter() - start)
-    return first, statistics.median(times), result
 
 
 def worker(args) -> None:

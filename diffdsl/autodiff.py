@@ -136,6 +136,13 @@ def _zero_or(b: Builder, table: dict, i: int) -> int:
     return b.const(0.0) if found is None else found
 
 
+def _cotangents(b: Builder, graph: Graph, wrt: list[str], ct: dict) -> dict[str, Port]:
+    """The "d:NAME" ports of a reverse sweep: each input's cotangents, zero where unreached."""
+    return {d_name(name): Port(graph.inputs[name].shape,
+                               tuple(_zero_or(b, ct, i) for i in graph.inputs[name].ids))
+            for name in wrt}
+
+
 def _sources(graph: Graph, wrt: list[str]) -> set[int]:
     return {i for name in wrt for i in graph.inputs[name].ids}
 
@@ -151,11 +158,7 @@ def grad(graph: Graph, of: str | None = None, wrt=None) -> Graph:
     active = active_nodes(b, _sources(graph, wrt))
     out = graph.outputs[of]
     ct = reverse(b, stop, active, [(out.ids[0], b.const(1.0))])
-    outputs = {"value": out}
-    for name in wrt:
-        port = graph.inputs[name]
-        outputs[d_name(name)] = Port(port.shape, tuple(_zero_or(b, ct, i) for i in port.ids))
-    return b.graph(dict(graph.inputs), outputs)
+    return b.graph(dict(graph.inputs), {"value": out, **_cotangents(b, graph, wrt, ct)})
 
 
 def vjp(graph: Graph, of: str | None = None, wrt=None) -> Graph:
@@ -168,13 +171,8 @@ def vjp(graph: Graph, of: str | None = None, wrt=None) -> Graph:
     out = graph.outputs[of]
     seed_ids = tuple(b.input(SEED, k) for k in range(out.size))
     ct = reverse(b, stop, active, list(zip(out.ids, seed_ids, strict=True)))
-    inputs = dict(graph.inputs)
-    inputs[SEED] = Port(out.shape, seed_ids)
-    outputs = {"value": out}
-    for name in wrt:
-        port = graph.inputs[name]
-        outputs[d_name(name)] = Port(port.shape, tuple(_zero_or(b, ct, i) for i in port.ids))
-    return b.graph(inputs, outputs)
+    inputs = {**graph.inputs, SEED: Port(out.shape, seed_ids)}
+    return b.graph(inputs, {"value": out, **_cotangents(b, graph, wrt, ct)})
 
 
 def jvp(graph: Graph, of: str | None = None, wrt=None) -> Graph:

@@ -71,7 +71,7 @@ class KernelCache:
                 # Corrupt or foreign: drop it with Numba's stale machine code.
                 shutil.rmtree(folder / "__pycache__", ignore_errors=True)
             folder.mkdir(parents=True, exist_ok=True)
-            _write_atomic(path, source)
+            write_atomic(path, source)
             return path
         except (OSError, UnicodeDecodeError) as exc:
             raise CacheUnavailable(
@@ -99,7 +99,8 @@ class KernelCache:
         return len(entries)
 
 
-def _write_atomic(path: Path, text: str) -> None:
+def write_atomic(path: Path, text: str) -> None:
+    """Write `text` so that readers see the old file or the new one, never a part."""
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".tmp-", suffix=".py")
     try:
         with os.fdopen(fd, "w", encoding="utf-8") as f:

@@ -393,12 +393,10 @@ def cmd_graph(args) -> int:
 
 
 def _write_text_atomic(target: Path, text: str) -> None:
-    tmp = target.with_name(target.name + ".tmp")
+    from .cache import write_atomic
     try:
-        tmp.write_text(text, encoding="utf-8")
-        tmp.replace(target)
+        write_atomic(target, text)
     except OSError as exc:
-        tmp.unlink(missing_ok=True)
         raise UsageError(f"cannot write {target}: {exc.strerror or exc}") from None
 
 
