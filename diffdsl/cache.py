@@ -1,8 +1,10 @@
-"""The kernel cache: a content-addressed folder of generated modules (DESIGN.md, decision 5).
+"""The kernel cache: a content-addressed folder of kernels (DESIGN.md, decision 5).
 
-An entry is `ROOT/KEY/kernel.py`, where KEY is the sha256 of the graph's canonical text, the
-backend, the dtype and the versions of diffdsl, Numba, NumPy and Python. Numba keeps the
-machine code beside it (`__pycache__`), so a second process compiles nothing. Writes are
+A CPU entry is `ROOT/KEY/kernel.o` (object code) with `kernel.json` (its size, sha256 and the
+scratch it needs), where KEY is the sha256 of the graph's canonical text, the dtype, the
+target (CPU name and features) and the versions of diffdsl and llvmlite: loading it compiles
+nothing. A CUDA entry is `ROOT/KEY/kernel.py`, a generated module whose machine code Numba
+keeps beside it (`__pycache__`). Writes are
 atomic (a temporary file, then a rename), so two processes building one kernel both succeed.
 An entry whose text differs from what diffdsl would write now (corrupt, truncated, foreign)
 is rewritten, never trusted. Where the folder cannot be written, kernels are built in memory
@@ -12,6 +14,7 @@ with a warning.
 from __future__ import annotations
 
 import hashlib
+import json
 import os
 import platform
 import shutil
@@ -22,6 +25,8 @@ from pathlib import Path
 
 ENV = "DIFFDSL_CACHE_DIR"
 MODULE_FILE = "kernel.py"
+OBJECT_FILE = "kernel.o"
+META_FILE = "kernel.json"
 
 
 def default_root() -> Path:
@@ -47,8 +52,14 @@ def versions() -> str:
             f"python {sys.version_info.major}.{sys.version_info.minor}")
 
 
-def kernel_key(graph_text: str, backend: str, dtype: str) -> str:
-    text = f"{versions()}\nbackend {backend}\ndtype {dtype}\n{graph_text}"
+def kernel_key(graph_text: str, backend: str, dtype: str, target: str | None = None) -> str:
+    """The entry's key; `target` (the CPU and code generator) replaces the Numba versions."""
+    if target is None:
+        target = versions()
+    else:
+        from .version import __version__
+        target = f"diffdsl {__version__}; {target}"
+    text = f"{target}\nbackend {backend}\ndtype {dtype}\n{graph_text}"
     return hashlib.sha256(text.encode()).hexdigest()
 
 
@@ -77,6 +88,34 @@ class KernelCache:
             raise CacheUnavailable(
                 f"{self.root}: {getattr(exc, 'strerror', None) or exc}") from exc
 
+    def load_object(self, key: str) -> tuple[bytes, dict] | None:
+        """Object code and its facts, or None when absent or damaged (then it is dropped)."""
+        folder = self.root / key
+        try:
+            meta = json.loads((folder / META_FILE).read_text(encoding="utf-8"))
+            obj = (folder / OBJECT_FILE).read_bytes()
+            if meta.get("sha256") == hashlib.sha256(obj).hexdigest():
+                return obj, meta
+        except FileNotFoundError:
+            return None
+        except (OSError, ValueError, AttributeError):
+            pass
+        self.drop(key)
+        return None
+
+    def store_object(self, key: str, obj: bytes, meta: dict) -> None:
+        """Write an entry: the object first, its facts last, so a reader that finds the facts
+        finds the object they describe (checked by its hash all the same)."""
+        folder = self.root / key
+        try:
+            folder.mkdir(parents=True, exist_ok=True)
+            write_atomic(folder / OBJECT_FILE, obj)
+            facts = dict(meta, sha256=hashlib.sha256(obj).hexdigest(), bytes=len(obj))
+            write_atomic(folder / META_FILE, json.dumps(facts))
+        except OSError as exc:
+            raise CacheUnavailable(
+                f"{self.root}: {getattr(exc, 'strerror', None) or exc}") from exc
+
     def drop(self, key: str) -> None:
         """Remove an entry that failed to load, so the next build starts clean."""
         shutil.rmtree(self.root / key, ignore_errors=True)
@@ -84,7 +123,8 @@ class KernelCache:
     def entries(self) -> list[Path]:
         if not self.root.is_dir():
             return []
-        return sorted(p for p in self.root.iterdir() if (p / MODULE_FILE).is_file())
+        return sorted(p for p in self.root.iterdir()
+                      if (p / MODULE_FILE).is_file() or (p / META_FILE).is_file())
 
     def info(self) -> dict:
         entries = self.entries()
@@ -99,12 +139,13 @@ class KernelCache:
         return len(entries)
 
 
-def write_atomic(path: Path, text: str) -> None:
-    """Write `text` so that readers see the old file or the new one, never a part."""
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".tmp-", suffix=".py")
+def write_atomic(path: Path, data: str | bytes) -> None:
+    """Write `data` so that readers see the old file or the new one, never a part."""
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".tmp-", suffix=path.suffix)
     try:
-        with os.fdopen(fd, "w", encoding="utf-8") as f:
-            f.write(text)
+        with os.fdopen(fd, "wb" if isinstance(data, bytes) else "w",
+                       encoding=None if isinstance(data, bytes) else "utf-8") as f:
+            f.write(data)
             f.flush()
             os.fsync(f.fileno())
         os.replace(tmp, path)

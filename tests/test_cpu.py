@@ -52,16 +52,19 @@ def test_every_example_matches_the_interpreter(path):
 @pytest.mark.parametrize("path", [ROOT / "examples" / n for n in ("det3.dd", "piecewise.dd",
                                                                    "special.dd")],
                          ids=lambda p: p.name)
-def test_tape_and_parallel_paths_match(path, monkeypatch):
+@pytest.mark.parametrize("tape", [True, False], ids=["tape", "machine code"])
+def test_tape_and_parallel_paths_match(path, tape, monkeypatch):
     ref = diffdsl.load(path, backend="numpy")
     rng = np.random.default_rng(2)
     inputs = _inputs(ref, rng, batch=(50,))
-    monkeypatch.setattr(cpu, "TAPE_THRESHOLD", 0)
+    if tape:
+        monkeypatch.setattr(cpu, "TAPE_THRESHOLD", 0)
     monkeypatch.setattr(cpu, "PARALLEL_WORK", 0)
-    taped = diffdsl.load(path, backend="cpu")
-    _compare(taped, ref, inputs)
-    _compare(taped, ref, _inputs(ref, rng))
-    assert all(k.tape is not None for _, k in taped._kernels.values())
+    monkeypatch.setenv(cpu.THREADS_ENV, "3")  # more threads than cores: uneven slices
+    prog = diffdsl.load(path, backend="cpu")
+    _compare(prog, ref, inputs)
+    _compare(prog, ref, _inputs(ref, rng))
+    assert all((k.tape is not None) == tape for _, k in prog.engine._kernels.values())
 
 
 @pytest.mark.parametrize("path", EXAMPLES, ids=lambda p: p.name)
@@ -124,15 +127,20 @@ def test_two_processes_building_at_once_both_succeed(tmp_path):
 
 def test_corrupt_entries_are_rebuilt(tmp_path):
     good = json.loads(_run(tmp_path).stdout)["g"]
-    for entry in tmp_path.iterdir():
-        text = (entry / "kernel.py").read_text()
-        (entry / "kernel.py").write_text(text[: len(text) // 2])  # truncated
+    entries = list(tmp_path.iterdir())
+    assert entries
+    for entry in entries:
+        data = (entry / "kernel.o").read_bytes()
+        (entry / "kernel.o").write_bytes(data[: len(data) // 2])  # truncated
     again = json.loads(_run(tmp_path).stdout)
     assert again["g"] == good and again["kernels"] >= 1
-    for nbc in tmp_path.rglob("*.nbc"):
-        nbc.write_bytes(b"garbage")  # Numba's machine code, damaged
-    for nbi in tmp_path.rglob("*.nbi"):
-        nbi.write_bytes(b"\x00" * 10)
+    for obj in tmp_path.rglob("kernel.o"):
+        obj.write_bytes(b"garbage")  # object code replaced
+    for meta in tmp_path.rglob("kernel.json"):
+        meta.write_text('{"sha256": 1}')  # facts that are not JSON of the right shape
+    assert json.loads(_run(tmp_path).stdout)["g"] == good
+    for meta in tmp_path.rglob("kernel.json"):
+        meta.write_bytes(b"\xff\xfe not utf-8")
     assert json.loads(_run(tmp_path).stdout)["g"] == good
 
 

@@ -42,12 +42,16 @@ LAYERS = {
     "symbolic": 3.5,  # exports the derivative graphs autodiff makes
     "dot": 3,
     "backends/emit": 3,
+    "backends/llvm": 3,  # the LLVM IR emitter: text from a graph
+    "backends/native": 3,  # llvmlite: object code from text, loaded into the JIT
     "backends/numpy": 4,
     "backends/cpu": 4,
     "backends/cuda": 4,
     "backends/tape": 4,
     "backends/__init__": 4.5,
-    "cache": 5,
+    "inputs": 4.5,  # checks values against a graph's inputs, for every backend
+    "cache": 4.75,  # kernels on disk, below the engine that uses them
+    "engine": 5,
     "check": 5,  # uses symbolic, autodiff and the numpy interpreter
     "api": 6,
     "cli": 7,

@@ -1,87 +1,142 @@
-"""The CPU backend: a graph compiled by Numba, straight-line below a size, a tape above it.
+"""The CPU backend: a graph as machine code through the LLVM emitter, the tape above a size.
 
-A `Kernel` evaluates rows: `run(X)` takes `X` of shape (rows, inputs) in the concatenated
-layout of `emit` and returns (rows, outputs). Small batches run serially, large ones over
-threads (DESIGN.md, decision 7): on a small shared machine a parallel region costs more than
-a little work.
+A `Kernel` takes one array per input port and per output port (DESIGN.md, decision 7):
+
+    point(inputs, outputs)            one evaluation; C-contiguous arrays of the kernel's dtype
+    run(inputs, strides, outputs, rows)
+                                      `rows` rows; inputs[k] has `strides[k]` elements a row
+                                      (0: shared by every row), outputs are (rows, size)
+
+Inputs are read in place and outputs written once. Batches run serially below a work size
+and on threads above it, each thread a slice of the rows with its own scratch (the emitted
+row loop releases the GIL).
 """
 
 from __future__ import annotations
 
+import ctypes
 import os
+from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 
 from ..ir import Graph
-from . import emit, tape
+from . import llvm, native
 
 # Graphs with more nodes than this run on the tape; from bench/compile.py (README).
-TAPE_THRESHOLD = 2500
-# Work (rows x nodes) below which a batch runs serially; from bench/threads.py (README).
-PARALLEL_WORK = 1_000_000
+TAPE_THRESHOLD = 2_000_000
+# Work (rows x nodes) below which a batch runs on one thread; from bench/threads.py (README).
+PARALLEL_WORK = 200_000
+THREADS_ENV = "DIFFDSL_NUM_THREADS"
+EXPORTS = ("diffdsl_rows", "diffdsl_point")
 
-# OpenMP's idle threads spin by default: on a small shared machine each parallel call then
-# cost 7 to 11 ms whatever the work (bench/threads.py). Set before Numba starts its threads.
-os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
+_ROWS = ctypes.CFUNCTYPE(None, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_int64,
+                         ctypes.c_int64, ctypes.c_void_p)
+_pool: list = []
 
 
 def uses_tape(graph: Graph, threshold: int | None = None) -> bool:
     return len(graph.nodes) > (TAPE_THRESHOLD if threshold is None else threshold)
 
 
-def module_source(graph: Graph, dtype: str, key: str, version: str) -> str:
-    return emit.emit_module(graph, dtype, key, version)
+def _data_offset() -> int | None:
+    """Where a NumPy array object holds its data pointer, checked on live arrays; None if
+    no offset checks out (then single points go through the row entry)."""
+    probes = [np.empty(3), np.empty((2, 2), dtype=np.float32), np.empty(())]
+    for offset in range(8, 64, 8):
+        if all(ctypes.c_void_p.from_address(id(a) + offset).value == a.ctypes.data
+               for a in probes):
+            return offset
+    return None
 
 
-import_file = emit.import_file
-module_in_memory = emit.module_in_memory
+DATA_OFFSET = _data_offset()
+
+
+def threads() -> int:
+    return max(1, int(os.environ.get(THREADS_ENV) or os.cpu_count() or 1))
+
+
+def emit(graph: Graph, dtype: str, key: str = "") -> str:
+    return llvm.emit(graph, dtype, DATA_OFFSET or 0, header=key)
 
 
 class Kernel:
-    """Compiled evaluation of one graph in one dtype."""
+    """Machine code of one graph in one dtype (or its tape, for huge graphs)."""
 
-    def __init__(self, graph: Graph, dtype, module=None):
+    def __init__(self, graph: Graph, dtype, obj: bytes | None = None, slots: int | None = None):
         self.dtype = np.dtype(dtype)
         self.nodes = len(graph.nodes)
-        self.n_in = sum(port.size for port in graph.inputs.values())
-        self.n_out = sum(port.size for port in graph.outputs.values())
-        self.module = module
-        self.tape = None if module is not None else tape.Tape(graph, self.dtype)
-        self._seen = self.compiled_now()  # the tape's functions may be compiled already
+        self.n_in = len(graph.inputs)
+        self.n_out = len(graph.outputs)
+        self.in_sizes = [port.size for port in graph.inputs.values()]
+        self.tape = None
+        self.obj = None
+        self._point = None
+        if uses_tape(graph):
+            from . import tape
+            self.tape = tape.Tape(graph, self.dtype)
+            return
+        if obj is None:
+            text = emit(graph, self.dtype.name)
+            obj = native.compile_ir(text, self.nodes)
+            slots = llvm.slots(graph)
+        self.obj = obj
+        self.slots = slots
+        self._lib = native.Library(obj, EXPORTS)  # unloaded with this kernel
+        self._rows = _ROWS(self._lib.address("diffdsl_rows"))
+        ports = self.n_in + self.n_out
+        self._point = ctypes.PYFUNCTYPE(None, *[ctypes.py_object] * (ports + 1))(
+            self._lib.address("diffdsl_point")) if DATA_OFFSET is not None else None
+        self._scratch = np.empty(max(slots, 1), dtype=self.dtype)
 
-    def point(self, x: np.ndarray) -> np.ndarray:
-        if self.tape is not None:
-            t = self.tape
-            return tape.point(t.code, t.args, t.consts, t.outputs, x)
-        return self.module.point(x)
-
-    def run(self, X: np.ndarray) -> np.ndarray:
-        out = np.empty((X.shape[0], self.n_out), dtype=self.dtype)
-        parallel = X.shape[0] > 1 and X.shape[0] * self.nodes >= PARALLEL_WORK
-        if self.tape is not None:
-            t = self.tape
-            fn = tape.batch if parallel else tape.batch_serial
-            fn(t.code, t.args, t.consts, t.outputs, X, out)
+    def point(self, inputs: list, outputs: list) -> None:
+        if self._point is not None:
+            # The GIL is held (PYFUNCTYPE), so one scratch array serves every point call.
+            self._point(*inputs, *outputs, self._scratch)
         else:
-            (self.module.batch if parallel else self.module.batch_serial)(X, out)
-        return out
+            self.run(inputs, [0] * len(inputs), outputs, 1)
 
-    def new_compiles(self) -> int:
-        """Functions Numba compiled (not loaded from its cache) since the last ask."""
-        now = self.compiled_now()
-        new, self._seen = now - self._seen, now
-        return new
-
-    def compiled_now(self) -> int:
-        """Numba's running count of compilations of this kernel's functions."""
+    def run(self, inputs: list, strides: list, outputs: list, rows: int) -> None:
         if self.tape is not None:
-            fns = [tape.run, tape.point, tape.batch, tape.batch_serial]
-        else:
-            m = self.module
-            fns = [m.body, m.point, m.batch, m.batch_serial]
-        total = 0
-        for fn in fns:
-            stats = getattr(fn, "stats", None)
-            if stats is not None:
-                total += sum(stats.cache_misses.values())
-        return total
+            return self._run_tape(inputs, strides, outputs, rows)
+        ptrs = np.array([a.ctypes.data for a in (*inputs, *outputs)] or [0], dtype=np.uintp)
+        steps = np.array(list(strides) + [a.size // max(rows, 1) for a in outputs] or [0],
+                         dtype=np.int64)
+        n = threads() if rows > 1 and rows * self.nodes >= PARALLEL_WORK else 1
+        n = min(n, rows)
+        if n <= 1:
+            self._rows(ptrs.ctypes.data, steps.ctypes.data, 0, rows, self._scratch.ctypes.data)
+            return
+        cuts = [rows * k // n for k in range(n + 1)]
+        scratch = [np.empty(max(self.slots, 1), dtype=self.dtype) for _ in range(n)]
+        jobs = [_executor().submit(self._rows, ptrs.ctypes.data, steps.ctypes.data,
+                                   cuts[k], cuts[k + 1], scratch[k].ctypes.data)
+                for k in range(n)]
+        for job in jobs:
+            job.result()
+
+    def _run_tape(self, inputs, strides, outputs, rows) -> None:
+        from . import tape
+        t = self.tape
+        # The tape reads one concatenated row layout; build it once.
+        X = np.empty((rows, sum(self.in_sizes)), dtype=self.dtype)
+        offset = 0
+        for a, stride, size in zip(inputs, strides, self.in_sizes, strict=True):
+            X[:, offset:offset + size] = a.reshape(rows, size) if stride else a.reshape(size)
+            offset += size
+        out = np.empty((rows, t.n_out), dtype=self.dtype)
+        parallel = rows > 1 and rows * self.nodes >= PARALLEL_WORK
+        (tape.batch if parallel else tape.batch_serial)(
+            t.code, t.args, t.consts, t.outputs, X, out)
+        offset = 0
+        for o in outputs:
+            width = o.size // max(rows, 1)
+            o.reshape(rows, width)[...] = out[:, offset:offset + width]
+            offset += width
+
+
+def _executor() -> ThreadPoolExecutor:
+    if not _pool:
+        _pool.append(ThreadPoolExecutor(max_workers=threads(), thread_name_prefix="diffdsl"))
+    return _pool[0]

@@ -1,0 +1,199 @@
+"""Print a graph as LLVM IR text (DESIGN.md, decision 5): the one emitter of the kernels.
+
+Each node is one instruction (or a few) spelled by its row's `ll` field in `ops.OPS`; the
+emitter adds only the plumbing. The module defines, for one dtype:
+
+    @diffdsl_rows(ptr ports, ptr strides, i64 begin, i64 end, ptr scratch)
+        rows begin..end: `ports[k]` is the data of port k (the inputs in declaration order,
+        then the outputs), `strides[k]` its elements per row (0: one value shared by all rows)
+    @diffdsl_point(ptr array0, ..., ptr arrayK, ptr scratch_array)
+        one row; each argument is a NumPy array object, whose data pointer is read at
+        `data_offset` (found and checked at run time by the backend), so a call from Python
+        passes objects and converts nothing
+
+Big graphs stay fast to compile when shaped for the code generator: the body is cut into
+non-inlined segments of `SEGMENT` nodes, and a value used in a later segment goes through a
+slot of the scratch array, so no live range crosses a segment and the register allocator
+works on short ranges. Inputs are loaded where a segment first uses them; an output is stored
+where it is computed. Names are stable: `%v12` is node 12, in whichever segment holds it.
+"""
+
+from __future__ import annotations
+
+import re
+import struct
+
+import numpy as np
+
+from ..ir import Graph
+from ..ops import OPS
+
+SEGMENT = 1000  # nodes per segment function; bench/compile.py measures the choice
+TYPES = {"float64": ("double", "f64", ""), "float32": ("float", "f32", "f")}
+_CALL = re.compile(r"call (\w+) @([\w.]+)\(([^)]*)\)")
+
+
+def literal(x: float, dtype: str) -> str:
+    """An exact LLVM constant: the IEEE bits in hex (a float32 as the double it rounds to)."""
+    if dtype == "float32":
+        with np.errstate(over="ignore"):
+            x = float(np.float32(x))  # rounded as a float32 program rounds it; huge: inf
+    return "0x%016X" % struct.unpack("<Q", struct.pack("<d", x))[0]
+
+
+def emit(graph: Graph, dtype: str, data_offset: int, header: str = "") -> str:
+    """The module's text; `header` goes in a comment on the first line."""
+    t = TYPES[dtype][0]
+    plan = _Layout(graph)
+    lines = [f"; diffdsl kernel {header}".rstrip(),
+             f"; {dtype}; {len(graph.nodes)} nodes; {len(plan.segments)} segments; "
+             f"{plan.slots} slots", ""]
+    callees: dict[str, str] = {}
+    for k, (start, stop) in enumerate(plan.segments):
+        body = _segment(graph, plan, start, stop, k == len(plan.segments) - 1, dtype)
+        for line in body:
+            for m in _CALL.finditer(line):
+                callees[m.group(2)] = f"declare {m.group(1)} @{m.group(2)}(" + \
+                    ", ".join([m.group(1)] * (m.group(3).count(",") + 1)) + ") nounwind"
+        lines.append(f"define internal void @seg{k}(ptr noalias %p, ptr noalias %s) "
+                     f"noinline nounwind {{")
+        lines.append("entry:")
+        lines.extend("  " + line for line in body)
+        lines += ["  ret void", "}", ""]
+    lines += _entries(plan, len(graph.inputs) + len(graph.outputs), t, data_offset)
+    lines += sorted(callees.values())
+    return "\n".join(lines) + "\n"
+
+
+def slots(graph: Graph) -> int:
+    """Scratch elements one evaluation of `graph` needs (at least 1)."""
+    return _Layout(graph).slots
+
+
+class _Layout:
+    """Where each node lives: segments, slots for values used by a later segment, and the
+    port and element each input node reads."""
+
+    def __init__(self, graph: Graph):
+        n = len(graph.nodes)
+        self.segments = [(a, min(a + SEGMENT, n)) for a in range(0, max(n, 1), SEGMENT)]
+        self.source = {}  # input node -> (port, element)
+        for k, port in enumerate(graph.inputs.values()):
+            for e, i in enumerate(port.ids):
+                self.source[i] = (k, e)
+        self.stores: dict[int, list] = {}  # node -> [(port, element)] of the outputs it feeds
+        first = len(graph.inputs)
+        for k, port in enumerate(graph.outputs.values()):
+            for e, i in enumerate(port.ids):
+                self.stores.setdefault(i, []).append((first + k, e))
+        self.slot = {}
+        for i, node in enumerate(graph.nodes):
+            for a in node.args:
+                if a // SEGMENT != i // SEGMENT and a not in self.source and a not in self.slot \
+                        and graph.nodes[a].op != "const":
+                    self.slot[a] = len(self.slot)
+        # Outputs that are inputs or constants are stored in the last segment.
+        self.late = [i for i in self.stores
+                     if i in self.source or graph.nodes[i].op == "const"]
+        self.slots = max(len(self.slot), 1)
+
+
+def _segment(graph: Graph, plan: _Layout, start: int, stop: int, last: bool,
+             dtype: str) -> list[str]:
+    t, suffix, libm = TYPES[dtype]
+    out: list[str] = []
+    here: set[int] = set()  # nodes with a name in this segment
+    ports: set[int] = set()
+
+    def port(k: int) -> str:
+        if k not in ports:
+            ports.add(k)
+            out.append(f"%p{k}.a = getelementptr inbounds ptr, ptr %p, i64 {k}")
+            out.append(f"%p{k} = load ptr, ptr %p{k}.a")
+        return f"%p{k}"
+
+    def value(i: int) -> str:
+        node = graph.nodes[i]
+        if node.op == "const":
+            return literal(node.attr, dtype)
+        if i not in here:  # an input, or a value from an earlier segment: load it once
+            here.add(i)
+            if i in plan.source:
+                k, e = plan.source[i]
+                base = port(k)
+            else:
+                base, e = "%s", plan.slot[i]
+            out.append(f"%v{i}.a = getelementptr inbounds {t}, ptr {base}, i64 {e}")
+            out.append(f"%v{i} = load {t}, ptr %v{i}.a")
+        return f"%v{i}"
+
+    def store(i: int) -> None:
+        for k, e in plan.stores.get(i, ()):
+            v = value(i)
+            base = port(k)
+            out.append(f"%o{k}.{e} = getelementptr inbounds {t}, ptr {base}, i64 {e}")
+            out.append(f"store {t} {v}, ptr %o{k}.{e}")
+
+    for i in range(start, stop):
+        node = graph.nodes[i]
+        if node.op in ("input", "const"):
+            continue
+        args = [value(a) for a in node.args]
+        out.extend(OPS[node.op].ll.format(*args, r=f"%v{i}", t=t, s=suffix, f=libm)
+                   .split("\n"))
+        here.add(i)
+        if i in plan.slot:
+            out.append(f"%v{i}.a = getelementptr inbounds {t}, ptr %s, i64 {plan.slot[i]}")
+            out.append(f"store {t} %v{i}, ptr %v{i}.a")
+        store(i)
+    if last:
+        for i in plan.late:
+            store(i)
+    return out
+
+
+def _entries(plan: _Layout, n_ports: int, t: str, data_offset: int) -> list[str]:
+    calls = [f"  call void @seg{k}(ptr %p, ptr %s)" for k in range(len(plan.segments))]
+    rows = [
+        "define void @diffdsl_rows(ptr noalias %ports, ptr noalias %strides, i64 %begin, "
+        "i64 %end, ptr noalias %s) nounwind {",
+        "entry:",
+        f"  %p = alloca ptr, i64 {max(n_ports, 1)}",
+        "  %empty = icmp sge i64 %begin, %end",
+        "  br i1 %empty, label %done, label %loop",
+        "loop:",
+        "  %r = phi i64 [ %begin, %entry ], [ %next, %loop ]",
+    ]
+    for k in range(n_ports):
+        rows += [
+            f"  %base{k}.a = getelementptr inbounds ptr, ptr %ports, i64 {k}",
+            f"  %base{k} = load ptr, ptr %base{k}.a",
+            f"  %stride{k}.a = getelementptr inbounds i64, ptr %strides, i64 {k}",
+            f"  %stride{k} = load i64, ptr %stride{k}.a",
+            f"  %off{k} = mul i64 %r, %stride{k}",
+            f"  %row{k} = getelementptr inbounds {t}, ptr %base{k}, i64 %off{k}",
+            f"  %slot{k} = getelementptr inbounds ptr, ptr %p, i64 {k}",
+            f"  store ptr %row{k}, ptr %slot{k}",
+        ]
+    rows += calls
+    rows += [
+        "  %next = add i64 %r, 1",
+        "  %more = icmp slt i64 %next, %end",
+        "  br i1 %more, label %loop, label %done",
+        "done:",
+        "  ret void",
+        "}",
+        "",
+    ]
+    params = ", ".join([f"ptr %a{k}" for k in range(n_ports)] + ["ptr %scratch"])
+    point = [f"define void @diffdsl_point({params}) nounwind {{", "entry:",
+             f"  %p = alloca ptr, i64 {max(n_ports, 1)}"]
+    for k, name in [(k, f"%a{k}") for k in range(n_ports)] + [(None, "%scratch")]:
+        target = "%s" if k is None else f"%row{k}"
+        point += [f"  {target}.f = getelementptr inbounds i8, ptr {name}, i64 {data_offset}",
+                  f"  {target} = load ptr, ptr {target}.f"]
+        if k is not None:
+            point += [f"  %slot{k} = getelementptr inbounds ptr, ptr %p, i64 {k}",
+                      f"  store ptr %row{k}, ptr %slot{k}"]
+    point += calls + ["  ret void", "}", ""]
+    return rows + point

@@ -1,0 +1,107 @@
+"""Machine code from LLVM IR text, through llvmlite: compile, load, call (DESIGN.md, decision 5).
+
+Compiling turns the emitter's text into object code for this CPU; loading links object code
+(fresh, or read from the disk cache) into one process-wide ORC JIT as a library of its own,
+which is unloaded when its `Library` is dropped, so programs no longer referenced give their
+memory back. Neither step imports Numba.
+
+Small graphs run LLVM's O2 pipeline (inlining the row into the row loop, folding address
+arithmetic); big ones skip it and rely on the emitter's shape, which keeps code generation
+roughly linear in the node count. The code generator runs at O2 either way.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import ctypes.util
+import itertools
+import sys
+import threading
+
+import llvmlite
+import llvmlite.binding as llvm
+
+# Graphs up to this many nodes get the module optimisation pipeline (bench/compile.py).
+OPTIMIZE_NODES = 4000
+
+# What the code may call: libm's functions (directly or through the intrinsics that lower to
+# them), float and double versions.
+_LIBM = ("sin cos tan asin acos atan atan2 sinh cosh tanh asinh acosh atanh exp exp2 expm1 "
+         "log log2 log10 log1p pow sqrt cbrt erf hypot floor ceil fabs trunc round fmod "
+         "fmin fmax").split()
+_LIBC = ("memcpy", "memset", "memmove")
+
+_lock = threading.Lock()
+_state: dict = {}
+_names = itertools.count()
+
+
+def _machine():
+    """The target machine for this CPU and the process's JIT, made once."""
+    with _lock:
+        if not _state:
+            llvm.initialize_native_target()
+            llvm.initialize_native_asmprinter()
+            target = llvm.Target.from_default_triple()
+            tm = target.create_target_machine(
+                cpu=llvm.get_host_cpu_name(), features=llvm.get_host_cpu_features().flatten(),
+                opt=2, reloc="pic", codemodel="jitdefault")
+            _state["tm"] = tm
+            _state["jit"] = llvm.create_lljit_compiler(tm)
+            _state["symbols"] = _runtime_symbols()
+        return _state["tm"], _state["jit"]
+
+
+def target_id() -> str:
+    """What object code depends on besides the graph: for cache keys."""
+    return (f"{llvm.get_process_triple()} {llvm.get_host_cpu_name()} "
+            f"{llvm.get_host_cpu_features().flatten()} llvmlite {llvmlite.__version__}")
+
+
+def _runtime_symbols() -> dict[str, int]:
+    libs = []
+    if sys.platform == "win32":
+        libs.append(ctypes.CDLL("ucrtbase"))
+    else:
+        found = ctypes.util.find_library("m")
+        if found:
+            libs.append(ctypes.CDLL(found))
+        libs.append(ctypes.CDLL(None))
+    symbols = {}
+    for name in [n + s for n in _LIBM for s in ("", "f")] + list(_LIBC):
+        for lib in libs:
+            fn = getattr(lib, name, None)
+            if fn is not None:
+                symbols[name] = ctypes.cast(fn, ctypes.c_void_p).value
+                break
+    return symbols
+
+
+def compile_ir(text: str, nodes: int) -> bytes:
+    """Object code for the module `text`."""
+    tm, _ = _machine()
+    module = llvm.parse_assembly(text)
+    module.triple = tm.triple
+    module.data_layout = str(tm.target_data)
+    module.verify()
+    if nodes <= OPTIMIZE_NODES:
+        pto = llvm.create_pipeline_tuning_options(speed_level=2)
+        pb = llvm.create_pass_builder(tm, pto)
+        pb.getModulePassManager().run(module, pb)
+    return tm.emit_object(module)
+
+
+class Library:
+    """Object code linked into the JIT; `address(name)` is valid while this object lives."""
+
+    def __init__(self, obj: bytes, exports: tuple[str, ...]):
+        _, jit = _machine()
+        builder = llvm.JITLibraryBuilder().add_object_img(obj)
+        for name, address in _state["symbols"].items():
+            builder.import_symbol(name, address)
+        for name in exports:
+            builder.export_symbol(name)
+        self._tracker = builder.link(jit, f"diffdsl{next(_names)}")
+
+    def address(self, name: str) -> int:
+        return self._tracker[name]

@@ -1,0 +1,276 @@
+"""The engine: where a graph runs, its compiled kernels, and the fast single-point path.
+
+`Engine.run(graph, inputs, backend, dtype)` is the one route of an evaluation: a single point
+given as host arrays of the declared shapes goes straight to the kernel (`_Plan.try_point`);
+anything else is checked (`inputs.prepare_inputs`) and sent to one backend, the numpy
+interpreter, the CPU's machine code or the GPU. Kernels are made once per graph and dtype,
+from the disk cache when an entry is there.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+
+import numpy as np
+
+from .errors import InputError, UsageError
+from .inputs import prepare_inputs, unflatten
+from .ir import Graph
+
+DTYPES = {"float64": np.float64, "float32": np.float32}
+BACKENDS = ("auto", "numpy", "cpu", "cuda")
+# Rows from which "auto" sends a batch to a GPU (set before any GPU measurement: README).
+CUDA_AUTO_ROWS = 100_000
+BACKEND_ENV = "DIFFDSL_BACKEND"  # what "auto" means when set: lets a test suite pick numpy
+
+
+class Stats:
+    """Counts of the expensive steps, so tests can watch that re-evaluation builds nothing."""
+
+    def __init__(self):
+        self.graphs_built = 0  # graphs lowered from source or derived by autodiff
+        self.kernels_built = 0  # kernels compiled by a backend (not loaded from the cache)
+
+    @property
+    def builds(self) -> int:
+        return self.graphs_built + self.kernels_built
+
+
+class Engine:
+    """Kernels and plans of one program's graphs; `cache=False` keeps them off the disk."""
+
+    def __init__(self, stats: Stats, cache: bool = True):
+        self.stats = stats
+        self.cache = cache
+        self._kernels: dict = {}  # (id(graph), dtype[, "cuda"]) -> (graph, kernel)
+        self._plans: dict = {}  # (id(graph), dtype) -> _Plan
+
+    def run(self, graph: Graph, inputs: dict, backend: str, dtype: str) -> dict:
+        """Every output of `graph` by name, each of shape batch + declared shape."""
+        backend = resolve_backend(backend)
+        if backend in ("cpu", "auto"):
+            plan = self._plans.get((id(graph), dtype))
+            if plan is not None:
+                fast = plan.try_point(inputs)
+                if fast is not None:
+                    return fast
+        on_device = _device_inputs(inputs)
+        if backend == "cuda" or (backend == "auto" and on_device):
+            return self._run_cuda(graph, inputs, on_device, dtype)
+        if on_device:  # GPU arrays given to a CPU backend: copied to the host once
+            inputs = {k: (_to_host(v) if k in on_device else v) for k, v in inputs.items()}
+        dt = DTYPES[dtype]
+        batch, arrays = prepare_inputs(graph, inputs, dt)
+        if backend == "auto":
+            if _rows(batch) >= CUDA_AUTO_ROWS and gpu_present():
+                return self._run_cuda(graph, inputs, on_device, dtype)
+            backend = "cpu"
+        if backend == "numpy":
+            from .backends import numpy as reference
+            return unflatten(graph.outputs, reference.evaluate(graph, arrays, dt), batch)
+        return self._run_cpu(graph, arrays, batch, dtype)
+
+    def plan(self, graph: Graph, dtype: str) -> _Plan:
+        """The single-point plan of `graph`, compiling its kernel if needed."""
+        self.kernel(graph, dtype)
+        return self._plans[(id(graph), dtype)]
+
+    # the CPU ----------------------------------------------------------------------------------
+    def _run_cpu(self, graph: Graph, arrays: dict, batch: tuple, dtype: str) -> dict:
+        kernel = self.kernel(graph, dtype)
+        rows = _rows(batch)
+        given = [np.ascontiguousarray(arrays[name]) for name in graph.inputs]
+        strides = [port.size if a.ndim == 2 else 0
+                   for port, a in zip(graph.inputs.values(), given, strict=True)]
+        outs = {name: np.empty(tuple(batch) + port.shape, dtype=DTYPES[dtype])
+                for name, port in graph.outputs.items()}
+        if batch == ():
+            kernel.point(given, list(outs.values()))
+        else:
+            kernel.run(given, strides, list(outs.values()), rows)
+        return {name: (out[()] if out.ndim == 0 else out) for name, out in outs.items()}
+
+    def kernel(self, graph: Graph, dtype: str = "float64"):
+        """The compiled CPU kernel of `graph`: made once, from the disk cache when there."""
+        found = self._kernels.get((id(graph), dtype))
+        if found is not None:
+            return found[1]
+        from .backends import cpu
+        if cpu.uses_tape(graph):
+            kernel = cpu.Kernel(graph, dtype)
+            self.stats.kernels_built += 1
+        else:
+            kernel = self._cached_kernel(graph, dtype)
+        self._kernels[(id(graph), dtype)] = (graph, kernel)  # the graph keeps id() unique
+        self._plans[(id(graph), dtype)] = _Plan(graph, kernel)
+        return kernel
+
+    def _cached_kernel(self, graph: Graph, dtype: str):
+        from .backends import cpu, native
+        from .cache import CacheUnavailable, KernelCache, kernel_key, warn_in_memory
+        store = KernelCache() if self.cache else None
+        key = None
+        if store is not None:
+            key = kernel_key(graph.text(), "cpu", dtype,
+                             f"{native.target_id()} data {cpu.DATA_OFFSET}")
+            entry = store.load_object(key)
+            if entry is not None:
+                try:
+                    return cpu.Kernel(graph, dtype, entry[0], entry[1]["slots"])
+                except (RuntimeError, KeyError, TypeError):
+                    store.drop(key)  # a foreign or damaged object: rebuilt below
+        kernel = cpu.Kernel(graph, dtype)
+        self.stats.kernels_built += 1
+        if store is not None:
+            try:
+                store.store_object(key, kernel.obj, {"slots": kernel.slots,
+                                                     "nodes": len(graph.nodes)})
+            except CacheUnavailable as exc:
+                warn_in_memory(str(exc))
+        return kernel
+
+    # the GPU ----------------------------------------------------------------------------------
+    def _run_cuda(self, graph: Graph, inputs: dict, on_device: set, dtype: str) -> dict:
+        """Evaluate on the GPU. Device inputs are used in place, and then results stay there."""
+        from .backends import cuda as gpu
+        if not gpu.available():
+            raise UsageError("backend 'cuda' needs an NVIDIA GPU with a working driver, and "
+                             "none was found", hint="use --backend cpu, or install the "
+                             "'cuda' extra (numba-cuda) on a machine with a GPU")
+        # Shapes are checked as for host inputs; a zero-stride stand-in copies no data.
+        standins = {k: (np.broadcast_to(np.float64(0), tuple(v.shape)) if k in on_device
+                        else v) for k, v in inputs.items()}
+        batch, arrays = prepare_inputs(graph, standins)
+        rows = _rows(batch)
+        kernel = self.cuda_kernel(graph, dtype)
+        given = []
+        for name, port in graph.inputs.items():
+            if name in on_device:
+                value = gpu.as_device(inputs[name])
+                shape = (rows, port.size) if arrays[name].ndim == 2 else (1, port.size)
+                given.append(value.reshape(shape))
+            else:
+                given.append(np.ascontiguousarray(arrays[name], dtype=DTYPES[dtype]))
+        try:
+            outs = kernel.run(given, rows)
+        except TypeError as exc:  # a device array of the other dtype: not copied silently
+            raise InputError(str(exc)) from None
+        result = {}
+        for (name, port), out in zip(graph.outputs.items(), outs, strict=True):
+            shape = tuple(batch) + port.shape
+            if isinstance(out, np.ndarray):
+                value = out.reshape(shape)
+                result[name] = value[()] if not shape else value
+            else:
+                result[name] = out.reshape(shape or (1,))
+        return result
+
+    def cuda_kernel(self, graph: Graph, dtype: str = "float64"):
+        """The compiled CUDA kernel of `graph`, made once (cached on disk like the CPU's)."""
+        found = self._kernels.get((id(graph), dtype, "cuda"))
+        if found is not None:
+            return found[1]
+        from .backends import cuda as gpu
+        from .cache import CacheUnavailable, KernelCache, kernel_key, warn_in_memory
+        from .version import __version__
+        module = None
+        if not gpu.uses_tape(graph):
+            key = kernel_key(graph.text(), "cuda", dtype)
+            name = f"diffdsl_cuda_kernel_{key[:32]}"
+            source = gpu.module_source(graph, dtype, key, __version__)
+            module = sys.modules.get(name)
+            if module is None and self.cache:
+                try:
+                    module = gpu.import_file(name, KernelCache().module_path(key, source))
+                except CacheUnavailable as exc:
+                    warn_in_memory(str(exc))
+            if module is None:
+                module = gpu.module_in_memory(name, source)
+        kernel = gpu.Kernel(graph, dtype, module).warm()
+        self.stats.kernels_built += 1
+        self._kernels[(id(graph), dtype, "cuda")] = (graph, kernel)
+        return kernel
+
+
+class _Plan:
+    """What a single-point call needs of a compiled graph, looked up once."""
+
+    def __init__(self, graph: Graph, kernel):
+        self.point = kernel.point
+        self.dtype = kernel.dtype
+        self.type = kernel.dtype.type
+        self.shapes = [(name, port.shape) for name, port in graph.inputs.items()]
+        self.outputs = [(name, port.shape) for name, port in graph.outputs.items()]
+
+    def try_point(self, inputs: dict, keep=None, rename=None) -> dict | None:
+        """The outputs for values of exactly the declared shapes (arrays of the dtype,
+        C-contiguous, or Python numbers for scalars), else None. `keep(name)` selects the
+        outputs returned and `rename(name)` their keys."""
+        if len(inputs) != len(self.shapes):
+            return None
+        given = []
+        for name, shape in self.shapes:
+            value = inputs.get(name)
+            if type(value) is np.ndarray:
+                if value.shape != shape or value.dtype != self.dtype \
+                        or not value.flags.c_contiguous:
+                    return None
+            elif type(value) is float and shape == ():
+                value = np.array(value, dtype=self.dtype)
+            else:
+                return None
+            given.append(value)
+        dtype = self.dtype
+        outs = [np.empty(shape, dtype) for _, shape in self.outputs]
+        self.point(given, outs)
+        result = {}
+        for (name, shape), out in zip(self.outputs, outs, strict=True):
+            if keep is None or keep(name):
+                result[name if rename is None else rename(name)] = out if shape else out[()]
+        return result
+
+
+def resolve_backend(name: str) -> str:
+    """What "auto" means here: DIFFDSL_BACKEND when set, else "auto" (decided per call: the
+    GPU for device inputs or large batches when one is present, else the CPU)."""
+    name = check_backend(name)
+    if name == "auto":
+        name = check_backend(os.environ.get(BACKEND_ENV, "auto"))
+    return name
+
+
+def gpu_present() -> bool:
+    """A real GPU (not Numba's simulator) that numba.cuda can use."""
+    from .backends import cuda as gpu
+    return gpu.available() and not gpu.simulated()
+
+
+def _device_inputs(inputs: dict) -> set:
+    if all(type(v) in (np.ndarray, float, int, list) for v in inputs.values()):
+        return set()  # the common case, decided without importing the CUDA backend
+    from .backends import cuda as gpu
+    return {k for k, v in inputs.items() if gpu.is_device_array(v)}
+
+
+def _to_host(value) -> np.ndarray:
+    from .backends import cuda as gpu
+    return gpu.as_device(value).copy_to_host()
+
+
+def _rows(batch: tuple) -> int:
+    return int(np.prod(batch)) if batch else 1
+
+
+def check_backend(name: str) -> str:
+    if name not in BACKENDS:
+        raise UsageError(f"unknown backend '{name}'; choose one of {', '.join(BACKENDS)}")
+    return name
+
+
+def check_dtype(name) -> str:
+    if isinstance(name, type) or isinstance(name, np.dtype):
+        name = np.dtype(name).name
+    if name not in DTYPES:
+        raise UsageError(f"unknown dtype '{name}'; choose float64 or float32")
+    return name
