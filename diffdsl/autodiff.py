@@ -224,15 +224,16 @@ def jacobian(graph: Graph, of: str | None = None, wrt=None, mode: str = "auto") 
     else:
         raise UsageError(f"unknown jacobian mode '{mode}'; use auto, forward or reverse")
     outputs = {"value": out}
+    zero = b.const(0.0)  # once: a dense Jacobian may have millions of zeros
     for name in wrt:
         port = graph.inputs[name]
         ids = []
         for k, o in enumerate(out.ids):
             for i in port.ids:
                 if mode == "reverse":
-                    ids.append(_zero_or(b, rows[k], i))
+                    ids.append(rows[k].get(i, zero))
                 else:
-                    ids.append(_zero_or(b, columns[i], o))
+                    ids.append(columns[i].get(o, zero))
         outputs[d_name(name)] = Port(out.shape + port.shape, tuple(ids))
     return b.graph(dict(graph.inputs), outputs)
 

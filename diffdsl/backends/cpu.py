@@ -57,7 +57,8 @@ def threads() -> int:
     return max(1, int(os.environ.get(THREADS_ENV) or os.cpu_count() or 1))
 
 
-def emit(graph: Graph, dtype: str, key: str = "") -> str:
+def emit(graph: Graph, dtype: str, key: str = "") -> tuple[str, int]:
+    """LLVM IR text of `graph` for this process's NumPy, and the scratch it needs."""
     return llvm.emit(graph, dtype, DATA_OFFSET or 0, header=key)
 
 
@@ -78,21 +79,18 @@ class Kernel:
             self.tape = tape.Tape(graph, self.dtype)
             return
         if obj is None:
-            text = emit(graph, self.dtype.name)
+            text, slots = emit(graph, self.dtype.name)
             obj = native.compile_ir(text, self.nodes)
-            slots = llvm.slots(graph)
         self.obj = obj
         self.slots = slots
         self._lib = native.Library(obj, EXPORTS)  # unloaded with this kernel
         self._rows = _ROWS(self._lib.address("diffdsl_rows"))
-        ports = self.n_in + self.n_out
-        self._point = ctypes.PYFUNCTYPE(None, *[ctypes.py_object] * (ports + 1))(
-            self._lib.address("diffdsl_point")) if DATA_OFFSET is not None else None
+        self._point = self._lib.builtin("diffdsl_point") if DATA_OFFSET is not None else None
         self._scratch = np.empty(max(slots, 1), dtype=self.dtype)
 
     def point(self, inputs: list, outputs: list) -> None:
         if self._point is not None:
-            # The GIL is held (PYFUNCTYPE), so one scratch array serves every point call.
+            # The GIL is held (a builtin), so one scratch array serves every point call.
             self._point(*inputs, *outputs, self._scratch)
         else:
             self.run(inputs, [0] * len(inputs), outputs, 1)

@@ -6,10 +6,11 @@ emitter adds only the plumbing. The module defines, for one dtype:
     @diffdsl_rows(ptr ports, ptr strides, i64 begin, i64 end, ptr scratch)
         rows begin..end: `ports[k]` is the data of port k (the inputs in declaration order,
         then the outputs), `strides[k]` its elements per row (0: one value shared by all rows)
-    @diffdsl_point(ptr array0, ..., ptr arrayK, ptr scratch_array)
-        one row; each argument is a NumPy array object, whose data pointer is read at
-        `data_offset` (found and checked at run time by the backend), so a call from Python
-        passes objects and converts nothing
+    @diffdsl_point(self, args, nargs)
+        one row, as a CPython builtin taking its arguments the METH_FASTCALL way: the arrays
+        of the ports and a scratch array, each a NumPy array object whose data pointer is
+        read at `data_offset` (found and checked at run time by the backend), so a call from
+        Python costs what a call of a builtin function costs and converts nothing
 
 Big graphs stay fast to compile when shaped for the code generator: the body is cut into
 non-inlined segments of `SEGMENT` nodes, and a value used in a later segment goes through a
@@ -20,6 +21,7 @@ where it is computed. Names are stable: `%v12` is node 12, in whichever segment 
 
 from __future__ import annotations
 
+import math
 import re
 import struct
 
@@ -28,9 +30,14 @@ import numpy as np
 from ..ir import Graph
 from ..ops import OPS
 
-SEGMENT = 1000  # nodes per segment function; bench/compile.py measures the choice
+SEGMENT = 250  # nodes per segment: compile time per node grows with it (README)
 TYPES = {"float64": ("double", "f64", ""), "float32": ("float", "f32", "f")}
-_CALL = re.compile(r"call (\w+) @([\w.]+)\(([^)]*)\)")
+_CALL = re.compile(r"call (double|float) @([\w.]+)\(([^)]*)\)")
+# An output port with this many +0.0 constants is zeroed as a block (memset), and one with
+# this many other constants copied from a table (memcpy): a Jacobian of a million mostly
+# constant elements is then a few instructions, not a million stores.
+ZERO_BLOCK = 64
+TABLE_BLOCK = 4096
 
 
 def literal(x: float, dtype: str) -> str:
@@ -41,8 +48,9 @@ def literal(x: float, dtype: str) -> str:
     return "0x%016X" % struct.unpack("<Q", struct.pack("<d", x))[0]
 
 
-def emit(graph: Graph, dtype: str, data_offset: int, header: str = "") -> str:
-    """The module's text; `header` goes in a comment on the first line."""
+def emit(graph: Graph, dtype: str, data_offset: int, header: str = "") -> tuple[str, int]:
+    """The module's text (`header` goes in a comment on its first line) and the number of
+    scratch elements an evaluation needs."""
     t = TYPES[dtype][0]
     plan = _Layout(graph)
     lines = [f"; diffdsl kernel {header}".rstrip(),
@@ -62,12 +70,14 @@ def emit(graph: Graph, dtype: str, data_offset: int, header: str = "") -> str:
         lines += ["  ret void", "}", ""]
     lines += _entries(plan, len(graph.inputs) + len(graph.outputs), t, data_offset)
     lines += sorted(callees.values())
-    return "\n".join(lines) + "\n"
-
-
-def slots(graph: Graph) -> int:
-    """Scratch elements one evaluation of `graph` needs (at least 1)."""
-    return _Layout(graph).slots
+    for k, count, table in plan.fills:
+        if table is not None:
+            values = ", ".join(f"{t} {literal(x, dtype)}" for x in table)
+            lines.append(f"@table{k} = private unnamed_addr constant [{count} x {t}] [{values}]")
+    if plan.fills:
+        lines += ["declare void @llvm.memset.p0.i64(ptr, i8, i64, i1)",
+                  "declare void @llvm.memcpy.p0.p0.i64(ptr, ptr, i64, i1)"]
+    return "\n".join(lines) + "\n", plan.slots
 
 
 class _Layout:
@@ -82,10 +92,13 @@ class _Layout:
             for e, i in enumerate(port.ids):
                 self.source[i] = (k, e)
         self.stores: dict[int, list] = {}  # node -> [(port, element)] of the outputs it feeds
+        self.fills = []  # (port, elements, None for zeros or the table of constants)
         first = len(graph.inputs)
         for k, port in enumerate(graph.outputs.values()):
+            covered = self._fill(graph, first + k, port.ids)
             for e, i in enumerate(port.ids):
-                self.stores.setdefault(i, []).append((first + k, e))
+                if e not in covered:
+                    self.stores.setdefault(i, []).append((first + k, e))
         self.slot = {}
         for i, node in enumerate(graph.nodes):
             for a in node.args:
@@ -96,6 +109,19 @@ class _Layout:
         self.late = [i for i in self.stores
                      if i in self.source or graph.nodes[i].op == "const"]
         self.slots = max(len(self.slot), 1)
+
+    def _fill(self, graph: Graph, k: int, ids) -> set:
+        """Add a block fill of output port `k` when it pays; the elements it covers."""
+        consts = {e: graph.nodes[i].attr for e, i in enumerate(ids)
+                  if graph.nodes[i].op == "const"}
+        zeros = {e for e, x in consts.items() if x == 0 and math.copysign(1.0, x) > 0}
+        if len(consts) - len(zeros) >= TABLE_BLOCK:
+            self.fills.append((k, len(ids), [consts.get(e, 0.0) for e in range(len(ids))]))
+            return set(consts)
+        if len(zeros) >= ZERO_BLOCK:
+            self.fills.append((k, len(ids), None))
+            return zeros
+        return set()
 
 
 def _segment(graph: Graph, plan: _Layout, start: int, stop: int, last: bool,
@@ -134,6 +160,16 @@ def _segment(graph: Graph, plan: _Layout, start: int, stop: int, last: bool,
             out.append(f"%o{k}.{e} = getelementptr inbounds {t}, ptr {base}, i64 {e}")
             out.append(f"store {t} {v}, ptr %o{k}.{e}")
 
+    if start == 0:
+        size = 8 if dtype == "float64" else 4
+        for k, count, table in plan.fills:
+            base = port(k)
+            if table is None:
+                out.append(f"call void @llvm.memset.p0.i64(ptr {base}, i8 0, "
+                           f"i64 {count * size}, i1 false)")
+            else:
+                out.append(f"call void @llvm.memcpy.p0.p0.i64(ptr {base}, ptr @table{k}, "
+                           f"i64 {count * size}, i1 false)")
     for i in range(start, stop):
         node = graph.nodes[i]
         if node.op in ("input", "const"):
@@ -185,15 +221,26 @@ def _entries(plan: _Layout, n_ports: int, t: str, data_offset: int) -> list[str]
         "}",
         "",
     ]
-    params = ", ".join([f"ptr %a{k}" for k in range(n_ports)] + ["ptr %scratch"])
-    point = [f"define void @diffdsl_point({params}) nounwind {{", "entry:",
+    # A CPython builtin (METH_FASTCALL): `args` holds the arrays, the scratch array last.
+    point = ["define ptr @diffdsl_point(ptr %self, ptr %args, i64 %nargs) nounwind {",
+             "entry:",
+             f"  %ok = icmp eq i64 %nargs, {n_ports + 1}",
+             "  br i1 %ok, label %run, label %bad",
+             "bad:",
+             "  ret ptr null",
+             "run:",
              f"  %p = alloca ptr, i64 {max(n_ports, 1)}"]
-    for k, name in [(k, f"%a{k}") for k in range(n_ports)] + [(None, "%scratch")]:
-        target = "%s" if k is None else f"%row{k}"
-        point += [f"  {target}.f = getelementptr inbounds i8, ptr {name}, i64 {data_offset}",
+    for k in range(n_ports + 1):
+        target = "%s" if k == n_ports else f"%row{k}"
+        point += [f"  %arg{k}.a = getelementptr inbounds ptr, ptr %args, i64 {k}",
+                  f"  %arg{k} = load ptr, ptr %arg{k}.a",
+                  f"  {target}.f = getelementptr inbounds i8, ptr %arg{k}, i64 {data_offset}",
                   f"  {target} = load ptr, ptr {target}.f"]
-        if k is not None:
+        if k < n_ports:
             point += [f"  %slot{k} = getelementptr inbounds ptr, ptr %p, i64 {k}",
                       f"  store ptr %row{k}, ptr %slot{k}"]
-    point += calls + ["  ret void", "}", ""]
+    point += calls + ["  call void @Py_IncRef(ptr @_Py_NoneStruct)",
+                      "  ret ptr @_Py_NoneStruct", "}", "",
+                      "@_Py_NoneStruct = external global i8",
+                      "declare void @Py_IncRef(ptr)", ""]
     return rows + point
