@@ -82,9 +82,12 @@ class Program:
     def grad(self, values: dict | None = None, /, *, of: str | None = None, wrt=None,
              backend: str | None = None, dtype: str | None = None, **inputs) -> dict:
         """Gradient of a one-element output: `{input: array of the input's shape}`."""
-        if values is None and backend is None and dtype is None:
+        host = values is None and (dtype is None or dtype == self.dtype) and \
+            (backend is None or backend == "cpu" or backend == self.backend)
+        if host:
             # The call people make in a loop: once a first call has compiled the gradient,
-            # arrays of the declared shapes go straight to the kernel.
+            # arrays of the declared shapes go straight to the kernel, whatever `backend`
+            # says, unless it names another backend than the program's.
             fast = self._fast_grad.get((of, _request_key(wrt)))
             if fast is not None:
                 result = fast(inputs)
@@ -92,7 +95,7 @@ class Program:
                     return result
         value, grads = self.value_and_grad(values, of=of, wrt=wrt, backend=backend,
                                            dtype=dtype, **inputs)
-        if values is None and backend is None and dtype is None:
+        if host:
             self._remember_fast_grad(of, wrt)
         return grads
 
@@ -216,14 +219,8 @@ class Program:
         if engine.resolve_backend(self.backend) not in ("cpu", "auto"):
             return
         plan = self.engine._plans.get((id(self.derivative("grad", of, wrt)), self.dtype))
-        if plan is None:
-            return
-        keep = _is_derivative
-        rename = _input_of
-
-        def fast(inputs):
-            return plan.try_point(inputs, keep, rename)
-        self._fast_grad[(of, _request_key(wrt))] = fast
+        if plan is not None:
+            self._fast_grad[(of, _request_key(wrt))] = plan.fast(_is_derivative, _input_of)
 
 
 def _is_derivative(name: str) -> bool:

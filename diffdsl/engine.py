@@ -194,41 +194,60 @@ class Engine:
 
 
 class _Plan:
-    """What a single-point call needs of a compiled graph, looked up once."""
+    """What a single-point call needs of a compiled graph, looked up once.
+
+    `fast(keep, rename)` writes a function for the call people make in a loop: it takes the
+    inputs dict and returns the outputs, or None when a value is not an array of exactly the
+    declared shape and dtype, C-contiguous (or a Python float for a scalar): the caller then
+    takes the general path, which converts or explains. The function is specialised to the
+    ports (generated text, as `dataclasses` writes `__init__`), so a call costs a few attribute
+    checks, one allocation per returned output and one call of the kernel's builtin.
+    """
 
     def __init__(self, graph: Graph, kernel):
-        self.point = kernel.point
+        self.kernel = kernel
         self.dtype = kernel.dtype
-        self.type = kernel.dtype.type
         self.shapes = [(name, port.shape) for name, port in graph.inputs.items()]
         self.outputs = [(name, port.shape) for name, port in graph.outputs.items()]
+        self.try_point = self.fast()
 
-    def try_point(self, inputs: dict, keep=None, rename=None) -> dict | None:
-        """The outputs for values of exactly the declared shapes (arrays of the dtype,
-        C-contiguous, or Python numbers for scalars), else None. `keep(name)` selects the
-        outputs returned and `rename(name)` their keys."""
-        if len(inputs) != len(self.shapes):
-            return None
-        given = []
-        for name, shape in self.shapes:
-            value = inputs.get(name)
-            if type(value) is np.ndarray:
-                if value.shape != shape or value.dtype != self.dtype \
-                        or not value.flags.c_contiguous:
-                    return None
-            elif type(value) is float and shape == ():
-                value = np.array(value, dtype=self.dtype)
+    def fast(self, keep=None, rename=None):
+        """The single-point function; `keep(name)` selects the outputs it returns (the others
+        are written into arrays it reuses) and `rename(name)` their keys."""
+        k = self.kernel
+        env = {"ndarray": np.ndarray, "empty": np.empty, "array": np.array,
+               "dtype": self.dtype, "point": k.point_builtin(), "scratch": k.scratch_array(),
+               "run": k.point}
+        lines = ["def fast(inputs):", f"    if len(inputs) != {len(self.shapes)}:",
+                 "        return None"]
+        for j, (name, shape) in enumerate(self.shapes):
+            v = f"i{j}"
+            lines += [f"    {v} = inputs.get({name!r})",
+                      f"    if type({v}) is not ndarray or {v}.shape != {shape!r} "
+                      f"or {v}.dtype != dtype or not {v}.flags.c_contiguous:"]
+            if shape == ():
+                lines += [f"        if type({v}) is not float:", "            return None",
+                          f"        {v} = array({v}, dtype)"]
             else:
-                return None
-            given.append(value)
-        dtype = self.dtype
-        outs = [np.empty(shape, dtype) for _, shape in self.outputs]
-        self.point(given, outs)
-        result = {}
-        for (name, shape), out in zip(self.outputs, outs, strict=True):
+                lines += ["        return None"]
+        result = []
+        for j, (name, shape) in enumerate(self.outputs):
             if keep is None or keep(name):
-                result[name if rename is None else rename(name)] = out if shape else out[()]
-        return result
+                lines.append(f"    o{j} = empty({shape!r}, dtype)")
+                key = name if rename is None else rename(name)
+                result.append(f"{key!r}: o{j}" + ("" if shape else "[()]"))
+            else:
+                env[f"o{j}"] = np.empty(shape, self.dtype)  # written, never returned
+        args = [f"i{j}" for j in range(len(self.shapes))] + \
+            [f"o{j}" for j in range(len(self.outputs))]
+        if env["point"] is not None:
+            lines.append(f"    point({', '.join(args + ['scratch'])})")
+        else:
+            lines.append(f"    run([{', '.join(args[:len(self.shapes)])}], "
+                         f"[{', '.join(args[len(self.shapes):])}])")
+        lines.append("    return {" + ", ".join(result) + "}")
+        exec("\n".join(lines), env)
+        return env["fast"]
 
 
 def resolve_backend(name: str) -> str:

@@ -88,6 +88,14 @@ class Kernel:
         self._point = self._lib.builtin("diffdsl_point") if DATA_OFFSET is not None else None
         self._scratch = np.empty(max(slots, 1), dtype=self.dtype)
 
+    def point_builtin(self):
+        """The single-point builtin, called as `f(*inputs, *outputs, scratch)` with the
+        GIL held; None where it cannot be used (the tape, or an unknown NumPy layout)."""
+        return self._point
+
+    def scratch_array(self):
+        return getattr(self, "_scratch", None)
+
     def point(self, inputs: list, outputs: list) -> None:
         if self._point is not None:
             # The GIL is held (a builtin), so one scratch array serves every point call.
