@@ -31,21 +31,33 @@ def compile(source: str, filename: str = "<string>", backend: str = "auto",
     `backend` is where evaluations run: "cpu" (Numba kernels), "numpy" (the reference
     interpreter) or "auto". `cache=False` keeps kernels out of the on-disk cache.
     """
+    plans = None
+    if cache:
+        from .plans import PlanStore
+        plans = PlanStore(source, filename)
+        graph = plans.graph("program")
+        if graph is not None:  # a warm start: no parsing, lowering or autodiff
+            return Program(graph, filename=filename, backend=backend, dtype=dtype, cache=cache,
+                           plans=plans, built=False)
     from .lower import lower  # Lark loads here, not at `import diffdsl`
     from .parse import parse
     graph = lower(parse(source, filename))
-    return Program(graph, filename=filename, backend=backend, dtype=dtype, cache=cache)
+    if plans is not None:
+        plans.remember("program", graph)
+    return Program(graph, filename=filename, backend=backend, dtype=dtype, cache=cache,
+                   plans=plans)
 
 
 class Program:
     """A compiled `.dd` program. Every method re-evaluates from the inputs it is given."""
 
     def __init__(self, graph: Graph, filename: str = "<string>", backend: str = "auto",
-                 dtype: str = "float64", cache: bool = True):
+                 dtype: str = "float64", cache: bool = True, plans=None, built: bool = True):
         self.graph = graph
         self.filename = filename
         self.stats = Stats()
-        self.stats.graphs_built += 1
+        self.stats.graphs_built += built
+        self._plan_store = plans  # the source-keyed plan entry, when the cache is on
         self.backend = engine.check_backend(backend)
         self.dtype = engine.check_dtype(dtype)
         self.cache = cache
@@ -194,12 +206,18 @@ class Program:
         key = (kind, of, tuple(wrt), mode)
         graph = self._derived.get(key)
         if graph is None:
-            if kind == "jacobian":
-                graph = autodiff.jacobian(self.graph, of, wrt, mode)
-            else:
-                graph = getattr(autodiff, kind)(self.graph, of, wrt)
+            request = f"{kind} of {of} wrt {','.join(wrt)} mode {mode}"
+            if self._plan_store is not None:
+                graph = self._plan_store.graph(request)
+            if graph is None:
+                if kind == "jacobian":
+                    graph = autodiff.jacobian(self.graph, of, wrt, mode)
+                else:
+                    graph = getattr(autodiff, kind)(self.graph, of, wrt)
+                self.stats.graphs_built += 1
+                if self._plan_store is not None:
+                    self._plan_store.remember(request, graph)
             self._derived[key] = graph
-            self.stats.graphs_built += 1
         return graph
 
     def _run(self, graph: Graph, inputs: dict, backend, dtype) -> dict:

@@ -27,6 +27,7 @@ ENV = "DIFFDSL_CACHE_DIR"
 MODULE_FILE = "kernel.py"
 OBJECT_FILE = "kernel.o"
 META_FILE = "kernel.json"
+PLAN_FILE = "plan.json"  # written by plans.py
 
 
 def default_root() -> Path:
@@ -52,14 +53,14 @@ def versions() -> str:
             f"python {sys.version_info.major}.{sys.version_info.minor}")
 
 
-def kernel_key(graph_text: str, backend: str, dtype: str, target: str | None = None) -> str:
+def kernel_key(graph_key: str, backend: str, dtype: str, target: str | None = None) -> str:
     """The entry's key; `target` (the CPU and code generator) replaces the Numba versions."""
     if target is None:
         target = versions()
     else:
         from .version import __version__
         target = f"diffdsl {__version__}; {target}"
-    text = f"{target}\nbackend {backend}\ndtype {dtype}\n{graph_text}"
+    text = f"{target}\nbackend {backend}\ndtype {dtype}\ngraph {graph_key}"
     return hashlib.sha256(text.encode()).hexdigest()
 
 
@@ -124,7 +125,7 @@ class KernelCache:
         if not self.root.is_dir():
             return []
         return sorted(p for p in self.root.iterdir()
-                      if (p / MODULE_FILE).is_file() or (p / META_FILE).is_file())
+                      if any((p / f).is_file() for f in (MODULE_FILE, META_FILE, PLAN_FILE)))
 
     def info(self) -> dict:
         entries = self.entries()

@@ -112,7 +112,7 @@ class Engine:
         store = KernelCache() if self.cache else None
         key = None
         if store is not None:
-            key = kernel_key(graph.text(), "cpu", dtype,
+            key = kernel_key(graph.key(), "cpu", dtype,
                              f"{native.target_id()} data {cpu.DATA_OFFSET}")
             entry = store.load_object(key)
             if entry is not None:
@@ -176,7 +176,7 @@ class Engine:
         from .version import __version__
         module = None
         if not gpu.uses_tape(graph):
-            key = kernel_key(graph.text(), "cuda", dtype)
+            key = kernel_key(graph.key(), "cuda", dtype)
             name = f"diffdsl_cuda_kernel_{key[:32]}"
             source = gpu.module_source(graph, dtype, key, __version__)
             module = sys.modules.get(name)

@@ -43,6 +43,8 @@ class Graph:
     nodes: tuple[Node, ...]
     inputs: dict[str, Port]
     outputs: dict[str, Port]
+    # The sha256 of `text()`, computed once (or given by a plan read from the cache).
+    known_key: str | None = field(default=None, compare=False, repr=False)
 
     def __len__(self) -> int:
         return len(self.nodes)
@@ -65,7 +67,10 @@ class Graph:
 
     def key(self) -> str:
         """sha256 of the canonical text: the identity of the graph for caches."""
-        return hashlib.sha256(self.text().encode()).hexdigest()
+        if self.known_key is None:
+            object.__setattr__(self, "known_key",
+                               hashlib.sha256(self.text().encode()).hexdigest())
+        return self.known_key
 
     def op_counts(self) -> dict[str, int]:
         counts: dict[str, int] = {}

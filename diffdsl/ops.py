@@ -52,7 +52,7 @@ def _z(g, t):
 
 
 def _py_sign(x):
-    return 1.0 if x > 0 else (-1.0 if x < 0 else x)
+    return 1.0 if x > 0 else (-1.0 if x < 0 else x + 0.0)  # +0.0 for -0.0, as NumPy; nan
 
 
 OPS: dict[str, Op] = {}
@@ -88,9 +88,11 @@ def _logic(op):  # Python's truth: nonzero, NaN included, is true
                   "{r}.c = " + op + " i1 {r}.a, {r}.b")
 
 
-# sign(0) is 0 (LANGUAGE.md) and sign(nan) is nan: the argument itself where neither test holds.
+# sign(0) is 0 (LANGUAGE.md), +0.0 for -0.0 as in NumPy, and sign(nan) is nan: `x + 0.0`
+# where neither test holds.
 _LL_SIGN = ("{r}.p = fcmp ogt {t} {0}, 0.0\n{r}.n = fcmp olt {t} {0}, 0.0\n"
-            "{r}.m = select i1 {r}.n, {t} -1.0, {t} {0}\n"
+            "{r}.z = fadd {t} {0}, 0.0\n"
+            "{r}.m = select i1 {r}.n, {t} -1.0, {t} {r}.z\n"
             "{r} = select i1 {r}.p, {t} 1.0, {t} {r}.m")
 _LL_NOT = _truth("{r}.c = fcmp oeq {t} {0}, 0.0")
 _LL_SELECT = "{r}.c = fcmp une {t} {0}, 0.0\n{r} = select i1 {r}.c, {t} {1}, {t} {2}"

@@ -81,7 +81,7 @@ def test_forum_sum_reevaluated_without_rebuilding(backend):
 @pytest.mark.parametrize("backend", BACKENDS)
 def test_dynamic_if_right_on_both_sides(backend):
     prog = diffdsl.compile("input x\noutput y = if x > 0 then x * x * x else sin(x)\n",
-                           backend=backend)
+                           backend=backend, cache=False)  # no plan: every graph is built
     for x in (2.0, -1.5, 0.5, -0.25):
         expected = 3 * x * x if x > 0 else np.cos(x)
         assert prog.grad(x=x)["x"] == pytest.approx(expected, rel=1e-14)

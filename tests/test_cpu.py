@@ -127,11 +127,10 @@ def test_two_processes_building_at_once_both_succeed(tmp_path):
 
 def test_corrupt_entries_are_rebuilt(tmp_path):
     good = json.loads(_run(tmp_path).stdout)["g"]
-    entries = list(tmp_path.iterdir())
-    assert entries
-    for entry in entries:
-        data = (entry / "kernel.o").read_bytes()
-        (entry / "kernel.o").write_bytes(data[: len(data) // 2])  # truncated
+    objects = list(tmp_path.rglob("kernel.o"))
+    assert objects
+    for obj in objects:
+        obj.write_bytes(obj.read_bytes()[: obj.stat().st_size // 2])  # truncated
     again = json.loads(_run(tmp_path).stdout)
     assert again["g"] == good and again["kernels"] >= 1
     for obj in tmp_path.rglob("kernel.o"):

@@ -52,6 +52,7 @@ LAYERS = {
     "inputs": 4.5,  # checks values against a graph's inputs, for every backend
     "cache": 4.75,  # kernels on disk, below the engine that uses them
     "engine": 5,
+    "plans": 5,  # graphs on disk by source text
     "check": 5,  # uses symbolic, autodiff and the numpy interpreter
     "api": 6,
     "cli": 7,

@@ -11,9 +11,15 @@ how often the ops occur in derivative graphs.
 from __future__ import annotations
 
 import math
+import os
 
 import numpy as np
-from numba import njit, prange
+
+# OpenMP's idle threads spin by default: on a small shared machine each parallel call then
+# cost 7 to 11 ms whatever the work. Set before Numba starts its threads.
+os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
+
+from numba import njit, prange  # noqa: E402  (after the setting above)
 
 from ..ir import Graph
 from ..ops import OPS
