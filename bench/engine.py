@@ -12,6 +12,8 @@
 3. Compile: kernel build per node (text to loaded machine code) for det gradients and a
    10^6-element Jacobian; whole processes: cold `diffdsl grad` (empty cache) and warm.
 4. Memory: RSS added per program for 200 distinct programs, and after they are dropped.
+5. Threads: a batch on one thread against all threads, by rows x nodes, to place
+   `cpu.PARALLEL_WORK` (the work below which a batch runs serially).
 """
 
 from __future__ import annotations
@@ -196,6 +198,30 @@ def memory(diffdsl, count: int) -> list:
              f"{after - before:.1f}"]]
 
 
+def threads(args, diffdsl) -> list:
+    from diffdsl.backends import cpu
+    rows_out = []
+    saved = cpu.PARALLEL_WORK
+    try:
+        for n in (3, 5):
+            prog = diffdsl.compile(det_source(n), backend="cpu", cache=False)
+            nodes = len(prog.derivative("grad").nodes)
+            for rows in (64, 256, 1024, 4096, 16384):
+                X = np.random.default_rng(rows).uniform(0, 1, (rows, n, n))
+                reps = max(3, 200_000 // rows)
+                cpu.PARALLEL_WORK = 10**18
+                serial = best(lambda x, prog=prog: prog.grad(A=x), X, reps, args.rounds)
+                cpu.PARALLEL_WORK = 0
+                threaded = best(lambda x, prog=prog: prog.grad(A=x), X, reps, args.rounds)
+                rows_out.append([n, nodes, f"{rows:,}", f"{rows * nodes:,}",
+                                 f"{serial * 1e6:.0f}", f"{threaded * 1e6:.0f}",
+                                 f"{serial / threaded:.2f}"])
+                print(rows_out[-1], file=sys.stderr)
+    finally:
+        cpu.PARALLEL_WORK = saved
+    return rows_out
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--quick", action="store_true")
@@ -223,6 +249,9 @@ def main() -> None:
     print(f"\n4. memory of {args.programs} distinct programs compiled in one process")
     print(table(["programs", "KB each", "MB held", "MB after drop"],
                 memory(diffdsl, args.programs), markdown=md))
+    print("\n5. one thread against all (us a batch; ratio above 1: threads pay)")
+    print(table(["n", "nodes", "rows", "rows x nodes", "serial us", "threads us", "ratio"],
+                threads(args, diffdsl), markdown=md))
 
 
 if __name__ == "__main__":

@@ -107,7 +107,7 @@ class Program:
                     return result
         value, grads = self.value_and_grad(values, of=of, wrt=wrt, backend=backend,
                                            dtype=dtype, **inputs)
-        if host:
+        if host and (of, _request_key(wrt)) not in self._fast_grad:
             self._remember_fast_grad(of, wrt)
         return grads
 

@@ -26,7 +26,7 @@ from . import llvm, native
 # Graphs with more nodes than this run on the tape; from bench/compile.py (README).
 TAPE_THRESHOLD = 2_000_000
 # Work (rows x nodes) below which a batch runs on one thread; from bench/threads.py (README).
-PARALLEL_WORK = 200_000
+PARALLEL_WORK = 2_000_000
 THREADS_ENV = "DIFFDSL_NUM_THREADS"
 EXPORTS = ("diffdsl_rows", "diffdsl_point")
 
@@ -118,7 +118,9 @@ class Kernel:
         scratch = [np.empty(max(self.slots, 1), dtype=self.dtype) for _ in range(n)]
         jobs = [_executor().submit(self._rows, ptrs.ctypes.data, steps.ctypes.data,
                                    cuts[k], cuts[k + 1], scratch[k].ctypes.data)
-                for k in range(n)]
+                for k in range(1, n)]
+        # The first slice runs here: one hand-off fewer, and this thread would wait anyway.
+        self._rows(ptrs.ctypes.data, steps.ctypes.data, cuts[0], cuts[1], scratch[0].ctypes.data)
         for job in jobs:
             job.result()
 
