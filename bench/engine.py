@@ -62,8 +62,8 @@ def _cofactor_grad3(X):
 
 
 # Both the threaded and the serial loop: the reference is whichever is faster at each size.
-cofactor_grad3 = njit(cache=True, parallel=True)(_cofactor_grad3)
-cofactor_grad3_serial = njit(cache=True)(_cofactor_grad3)
+cofactor_grad3 = njit(parallel=True)(_cofactor_grad3)
+cofactor_grad3_serial = njit(_cofactor_grad3)
 
 
 def best(fn, x, reps: int, rounds: int) -> float:

@@ -41,7 +41,7 @@ def compile(source: str, filename: str = "<string>", backend: str = "auto",
                            plans=plans, built=False)
     from .lower import lower  # Lark loads here, not at `import diffdsl`
     from .parse import parse
-    graph = lower(parse(source, filename))
+    graph = lower(parse(source, filename, cache=cache))
     if plans is not None:
         plans.remember("program", graph)
     return Program(graph, filename=filename, backend=backend, dtype=dtype, cache=cache,

@@ -158,6 +158,18 @@ def write_atomic(path: Path, data: str | bytes) -> None:
         raise
 
 
+class CacheWarning(RuntimeWarning):
+    """The kernel cache folder cannot be used; kernels are kept in memory."""
+
+
+_warned: set = set()
+
+
 def warn_in_memory(reason: str) -> None:
-    warnings.warn(f"diffdsl: kernel cache unavailable ({reason}); building in memory",
-                  RuntimeWarning, stacklevel=3)
+    """Warn once per process and reason: a run of many kernels says it one time."""
+    if reason in _warned:
+        return
+    _warned.add(reason)
+    warnings.warn(f"kernel cache unavailable ({reason}); building in memory "
+                  f"(set {ENV} to a writable folder, or pass --no-cache)", CacheWarning,
+                  stacklevel=3)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+import warnings
 from pathlib import Path
 
 import numpy as np
@@ -125,7 +126,14 @@ def main(argv: list[str] | None = None) -> int:
 
 def run(argv: list[str] | None) -> int:
     args = build_parser().parse_args(argv)
-    return COMMANDS[args.command](args)
+    with warnings.catch_warnings():
+        warnings.showwarning = _plain_warning
+        return COMMANDS[args.command](args)
+
+
+def _plain_warning(message, category, filename, lineno, file=None, line=None) -> None:
+    """One `diffdsl: warning: ...` line, not Python's format with our source path."""
+    print(f"diffdsl: warning: {message}", file=sys.stderr)
 
 
 # inputs ------------------------------------------------------------------------------------
@@ -138,13 +146,22 @@ def read_specs(specs: list) -> dict:
             name = name.strip()
             if not name.isidentifier():
                 raise InputError(f"bad input spec {spec!r}: expected NAME=VALUE")
-            values[name] = read_value(text, name)
+            _add(values, {name: read_value(text, name)}, spec)
         elif _is_file(spec):
-            values.update(_read_inputs_file(Path(spec)))
+            _add(values, _read_inputs_file(Path(spec)), spec)
         else:
             raise InputError(f"bad input spec {spec!r}: expected NAME=VALUE or a .json/.npz "
                              "file of inputs", hint="e.g. --inputs A='[[1,2],[3,4]]'")
     return values
+
+
+def _add(values: dict, new: dict, spec: str) -> None:
+    """Add values from one SPEC; a name given twice is a mistake, not a silent override."""
+    for name in new:
+        if name in values:
+            raise UsageError(f"'{name}' is given twice (again in {spec!r})",
+                             hint="give each input once")
+    values.update(new)
 
 
 def _flatten(specs: list) -> list:
@@ -281,7 +298,7 @@ def _program(args) -> api.Program:
 def cmd_eval(args) -> int:
     prog = _program(args)
     outputs = prog.evaluate(read_specs(args.inputs))
-    if args.output:
+    if args.output is not None:  # an empty name is an error there, not ignored
         write_npz(args.output, outputs)
     if args.json:
         print(json.dumps({"outputs": {k: to_json(v) for k, v in outputs.items()}}))
@@ -312,7 +329,7 @@ def cmd_derivative(args) -> int:
     else:
         word = "vjp " if kind == "vjp" else "\u2202" + of + "/\u2202"
         labelled = {(f"{word}{name}", f"{kind}.{name}"): r for name, r in result.items()}
-    if args.output:
+    if args.output is not None:  # an empty name is an error there, not ignored
         arrays = {"value": value}
         arrays.update({key: r for (_, key), r in labelled.items()})
         write_npz(args.output, arrays)

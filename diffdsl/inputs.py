@@ -25,14 +25,17 @@ def prepare_inputs(graph: Graph, given: dict, dtype=np.float64) -> tuple[tuple, 
     """
     for name in given:
         if name not in graph.inputs:
+            if name.startswith("@t:"):
+                raise InputError(f"a tangent is given for '{name[3:]}', which is not an input "
+                                 "of this program", hint="the inputs are: " + ", ".join(
+                                     n for n in graph.inputs if not n.startswith("@")))
             close = difflib.get_close_matches(name, list(graph.inputs), n=1)
             hint = f"did you mean '{close[0]}'?" if close else \
                 f"the inputs are: {', '.join(graph.inputs) or 'none'}"
             raise InputError(f"'{name}' is not an input of this program", hint=hint)
     missing = [name for name in graph.inputs if name not in given]
     if missing:
-        raise InputError(f"missing value for input{'s' * (len(missing) > 1)} "
-                         f"{', '.join(repr(m) for m in missing)}",
+        raise InputError(f"missing value for {', '.join(_label(m) for m in missing)}",
                          graph.inputs[missing[0]].span,
                          hint="give every input, e.g. --inputs NAME=VALUE")
     batch = None
@@ -53,8 +56,8 @@ def prepare_inputs(graph: Graph, given: dict, dtype=np.float64) -> tuple[tuple, 
             b = arr.shape[:extra]
             if batch is not None and b != batch:
                 raise InputError(
-                    f"batch shapes do not agree: '{batch_from}' has batch {list(batch)} and "
-                    f"'{name}' has batch {list(b)}", hint="every batched input needs the "
+                    f"batch shapes do not agree: {_label(batch_from)} has batch {list(batch)} "
+                    f"and {_label(name)} has batch {list(b)}", hint="every batched input needs the "
                     "same leading dimensions; give shared inputs at their declared shape")
             batch, batch_from = b, name
         shaped[name] = (arr, extra)
@@ -70,7 +73,7 @@ def _label(name: str) -> str:
     if name == autodiff.SEED:
         return "the seed"
     if name.startswith("@t:"):
-        return f"the tangent of '{name[3:]}'"
+        return f"the tangent for '{name[3:]}'"
     return f"input '{name}'"
 
 

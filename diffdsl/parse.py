@@ -72,8 +72,8 @@ class _Newlines:
         return tok.value in _CONTINUE_AFTER
 
 
-@functools.lru_cache(maxsize=1)
-def _parser() -> Lark:
+@functools.lru_cache(maxsize=2)
+def _parser(cache: bool = True) -> Lark:
     return Lark(
         _grammar_path().read_text(encoding="utf-8"),
         parser="lalr",
@@ -83,15 +83,17 @@ def _parser() -> Lark:
         propagate_positions=True,
         maybe_placeholders=True,
         # Lark keeps the built tables in a per-user temporary file, checked by the grammar's
-        # hash: start-up skips rebuilding them.
-        cache=True,
+        # hash: start-up skips rebuilding them. Without the cache (--no-cache), nothing is
+        # written anywhere.
+        cache=cache,
     )
 
 
-def parse(source: str, filename: str = "<string>") -> s.Program:
-    """Parse `.dd` text into a `syntax.Program`; raises `DDSyntaxError` with a location."""
+def parse(source: str, filename: str = "<string>", cache: bool = True) -> s.Program:
+    """Parse `.dd` text into a `syntax.Program`; raises `DDSyntaxError` with a location.
+    `cache=False` builds the parser's tables without Lark's file in the temporary folder."""
     try:
-        tree = _parser().parse(source)
+        tree = _parser(cache).parse(source)
     except UnexpectedInput as exc:
         raise _syntax_error(exc, source, filename) from None
     statements = _ToSyntax(filename, source).transform(tree)

@@ -63,8 +63,11 @@ def emit(graph: Graph, dtype: str, data_offset: int, header: str = "") -> tuple[
             for m in _CALL.finditer(line):
                 callees[m.group(2)] = f"declare {m.group(1)} @{m.group(2)}(" + \
                     ", ".join([m.group(1)] * (m.group(3).count(",") + 1)) + ") nounwind"
+        # One segment is inlined into the entries (the optimiser then keeps the port
+        # pointers in registers across rows); several stay apart, to keep compiling fast.
+        inline = "alwaysinline" if len(plan.segments) == 1 else "noinline"
         lines.append(f"define internal void @seg{k}(ptr noalias %p, ptr noalias %s) "
-                     f"noinline nounwind {{")
+                     f"{inline} nounwind {{")
         lines.append("entry:")
         lines.extend("  " + line for line in body)
         lines += ["  ret void", "}", ""]

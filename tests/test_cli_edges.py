@@ -1,0 +1,133 @@
+"""Rough edges of the command line: names in messages, repeated inputs, an empty --output,
+the cache warning's format, and runs with no usable cache folder."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+import pytest
+
+from diffdsl import cli
+
+ROOT = Path(__file__).resolve().parent.parent
+SUM = "input a[2]\ninput b[2]\noutput y = sum(a * b)\n"
+
+
+def run(capsys, *args):
+    code = cli.main([str(a) for a in args])
+    captured = capsys.readouterr()
+    return code, captured.out, captured.err
+
+
+@pytest.fixture
+def program(tmp_path):
+    path = tmp_path / "p.dd"
+    path.write_text(SUM)
+    return path
+
+
+def test_messages_name_the_tangent_and_the_seed_not_internal_names(capsys, program):
+    code, _, err = run(capsys, "jvp", program, "--inputs", "a=[[1,2],[3,4]]", "b=[1,1]",
+                       "--tangents", "b=[[1,1],[1,1],[1,1]]")
+    assert code == 2
+    assert "the tangent for 'b'" in err and "@t:" not in err
+    code, _, err = run(capsys, "vjp", program, "--inputs", "a=[[1,2],[3,4]]", "b=[1,1]",
+                       "--seed", "[1,2,3]")
+    assert code == 2
+    assert "the seed" in err and "@seed" not in err
+
+
+@pytest.mark.parametrize("specs", [["b=[1,1]", "b=[5,5]"], ["b=[1,1]", "FILE"]])
+def test_an_input_given_twice_is_a_usage_error(capsys, program, tmp_path, specs):
+    both = tmp_path / "both.json"
+    both.write_text(json.dumps({"b": [5, 5]}))
+    specs = [str(both) if s == "FILE" else s for s in specs]
+    code, _, err = run(capsys, "eval", program, "--inputs", "a=[1,2]", *specs)
+    assert code == 2
+    assert "'b' is given twice" in err
+
+
+def test_an_empty_output_name_is_a_usage_error(capsys, program):
+    code, out, err = run(capsys, "eval", program, "--inputs", "a=[1,2]", "b=[3,4]",
+                         "--output", "")
+    assert code == 2
+    assert "--output must name a .npz file" in err
+
+
+def test_the_cache_warning_is_one_plain_line(tmp_path, program):
+    blocker = tmp_path / "file"
+    blocker.write_text("not a folder")  # no cache below a file, even for root
+    env = dict(os.environ, DIFFDSL_CACHE_DIR=str(blocker / "cache"))
+    env.pop("DIFFDSL_BACKEND", None)
+    done = subprocess.run([sys.executable, "-m", "diffdsl", "grad", str(ROOT / "examples" /
+                                                                       "det3.dd"),
+                           "--inputs", "A=[[2,0,1],[1,3,2],[1,1,1]]", "--backend", "cpu"],
+                          capture_output=True, text=True, env=env, check=False)
+    assert done.returncode == 0, done.stderr
+    lines = done.stderr.strip().splitlines()
+    assert len(lines) == 1, done.stderr  # once, though two kernels could not be stored
+    assert lines[0].startswith("diffdsl: warning: kernel cache unavailable")
+    assert ".py:" not in lines[0]  # no source path and line of ours
+
+
+def _unprivileged() -> list | None:
+    """A command prefix that runs this Python as an unprivileged user (root ignores file
+    modes), or None where that cannot be done."""
+    if os.geteuid() != 0:
+        return []
+    prefix = ["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups"]
+    try:
+        probe = subprocess.run(prefix + [sys.executable, "-c", "import numpy, llvmlite"],
+                               capture_output=True, check=False)
+    except OSError:
+        return None
+    return None if probe.returncode else prefix
+
+
+@pytest.fixture
+def open_tmp():
+    """A temporary folder that another user can enter (pytest's own is private to root)."""
+    path = Path(tempfile.mkdtemp(prefix="diffdsl-ro-"))
+    path.chmod(0o755)
+    yield path
+    subprocess.run(["chmod", "-R", "u+w", str(path)], check=False)
+    shutil.rmtree(path, ignore_errors=True)
+
+
+def test_a_read_only_install_with_no_home_runs_and_no_cache_writes_nothing(open_tmp):
+    """As it happens in containers: the package read-only, HOME unset and no cache folder."""
+    prefix = _unprivileged()
+    if prefix is None:
+        pytest.skip("this Python cannot run as an unprivileged user here (setpriv, or a "
+                    "virtual environment in a private folder)")
+    tmp_path = open_tmp
+    site = tmp_path / "site"  # the package laid out as pip installs it
+    shutil.copytree(ROOT / "diffdsl", site / "diffdsl",
+                    ignore=shutil.ignore_patterns("__pycache__"))
+    shutil.copytree(ROOT / "grammar", site / "diffdsl" / "grammar")
+    work = tmp_path / "work"
+    work.mkdir()
+    (work / "p.dd").write_text(SUM)
+    subprocess.run(["chmod", "-R", "a+rX,a-w", str(site), str(work)], check=True)
+    env = {k: v for k, v in os.environ.items() if k not in ("HOME", "DIFFDSL_CACHE_DIR",
+                                                            "XDG_CACHE_HOME", "DIFFDSL_BACKEND")}
+    env.update(PYTHONPATH=os.pathsep.join([str(site)] + sys.path[1:]), TMPDIR=str(work),
+               PYTHONDONTWRITEBYTECODE="1")
+    base = prefix + [sys.executable, "-m", "diffdsl", "grad", str(work / "p.dd"),
+                     "--inputs", "a=[1,2]", "b=[3,4]", "--backend", "cpu", "--json"]
+    for extra in ([], ["--no-cache"]):
+        done = subprocess.run(base + extra, capture_output=True, text=True, env=env,
+                              cwd=str(work), check=False)
+        assert done.returncode == 0, done.stderr
+        assert json.loads(done.stdout)["grad"] == {"a": [3.0, 4.0], "b": [1.0, 2.0]}
+        if extra:
+            assert done.stderr == ""  # --no-cache: no cache to warn about, nothing written
+        else:
+            assert done.stderr.startswith("diffdsl: warning: kernel cache unavailable")
+    assert sorted(p.name for p in work.iterdir()) == ["p.dd"]
