@@ -325,7 +325,8 @@ def test_module_from_a_file(tmp_path):
 
 
 def test_tape_interpreter_knows_every_opcode():
-    assert cb.INTERPRETED == tape.OPCODES
+    from diffdsl.backends import cuda_tape
+    assert cuda_tape.INTERPRETED == tape.OPCODES
 
 
 def test_import_needs_no_numba_cuda():
@@ -359,7 +360,7 @@ PTX_SCRIPT = textwrap.dedent("""
     from test_cuda import _every_op_graph
     import diffdsl
     from diffdsl import autodiff
-    from diffdsl.backends import cuda as cb
+    from diffdsl.backends import cuda as cb, cuda_tape as ct
 
     det = diffdsl.compile(open(sys.argv[2]).read(), backend="numpy").graph
     ptxs = []
@@ -370,13 +371,13 @@ PTX_SCRIPT = textwrap.dedent("""
             array = types.Array(getattr(types, dtype), 2, "C")
             sig = (array,) * (len(graph.inputs) + len(graph.outputs)) + (types.int64,)
             ptxs.append(cuda.compile_ptx(module.batch.py_func, sig, cc=(8, 0))[0])
-    cb._cuda()
     i1, i2 = types.Array(types.int32, 1, "C"), types.Array(types.int32, 2, "C")
     for t in (types.float64, types.float32):
         a2, a1 = types.Array(t, 2, "C"), types.Array(t, 1, "C")
-        sigs = ((cb._tape_run, (i1, i2, i1, a1, a2, types.int64, t, t, t)),
-                (cb._tape_load, (types.Array(t, 2, "A"), a2, i1, types.int64, types.int64)),
-                (cb._tape_store, (a2, a2, i1, types.int64, types.int64)))
+        ct.kernels(cb._cuda(), cb._math)  # binds the kernels' `cuda` and `math`
+        sigs = ((ct._tape_run, (i1, i2, i1, a1, a2, types.int64, t, t, t)),
+                (ct._tape_load, (types.Array(t, 2, "A"), a2, i1, types.int64, types.int64)),
+                (ct._tape_store, (a2, a2, i1, types.int64, types.int64)))
         for fn, sig in sigs:
             ptxs.append(cuda.compile_ptx(fn, sig, cc=(8, 0))[0])
     ptxas = shutil.which("ptxas")

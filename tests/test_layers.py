@@ -47,6 +47,7 @@ LAYERS = {
     "backends/numpy": 4,
     "backends/cpu": 4,
     "backends/cuda": 4,
+    "backends/cuda_tape": 4,
     "backends/tape": 4,
     "backends/__init__": 4.5,
     "inputs": 4.5,  # checks values against a graph's inputs, for every backend
@@ -66,6 +67,8 @@ ALLOWED_SAME_LAYER = {
     ("__main__", "cli"),
     ("backends/cpu", "backends/tape"),
     ("backends/cuda", "backends/tape"),
+    ("backends/cuda", "backends/cuda_tape"),
+    ("backends/cuda_tape", "backends/tape"),
 }
 
 

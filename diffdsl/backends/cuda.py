@@ -28,8 +28,7 @@ import numpy as np
 
 from ..ir import Graph
 from ..ops import OPS
-from . import emit
-from .tape import CODE, OPCODES, Tape
+from . import cuda_tape, emit
 
 # Graphs with more nodes than this run on the tape. Straight-line device code compiles in time
 # that grows with the node count; measured for det gradients through Numba, NVVM and ptxas
@@ -45,7 +44,6 @@ THREADS_PER_BLOCK = 128
 SCRATCH_BYTES = 256 * 2**20
 
 _CUDA = None  # numba.cuda once imported; False when it cannot be
-cuda = None  # the name the tape kernels below use (and the simulator swaps)
 _math = math  # the `math` the tape kernels use: IEEE versions under the simulator
 
 
@@ -55,7 +53,7 @@ _math = math  # the `math` the tape kernels use: IEEE versions under the simulat
 
 def _cuda():
     """`numba.cuda` (the built-in one or numba-cuda's), imported on first use."""
-    global _CUDA, cuda, _math
+    global _CUDA, _math
     if _CUDA is None:
         try:
             from numba import cuda as module
@@ -63,7 +61,6 @@ def _cuda():
             _CUDA = False
             raise ImportError(f"numba.cuda cannot be imported: {exc}") from exc
         _CUDA = module
-        cuda = module
         _math = _SIM_MATH if _is_simulator(module) else math
     if _CUDA is False:
         raise ImportError("numba.cuda cannot be imported")
@@ -215,230 +212,6 @@ def _adapt(module: types.ModuleType) -> types.ModuleType:
 
 
 # ---------------------------------------------------------------------------------------------
-# the tape on the device
-# ---------------------------------------------------------------------------------------------
-
-class DeviceTape:
-    """The tape's arrays with values given slots: a slot is reused once its value is dead.
-
-    The interpreter keeps the live values of each row in scratch `V[slot, row]` (slots first, so
-    neighbouring threads touch neighbouring addresses). Reusing slots keeps the scratch a row
-    needs near the graph's width rather than its length, so a chunk holds more rows.
-    """
-
-    def __init__(self, graph: Graph, dtype):
-        tape = Tape(graph, dtype)
-        n = len(tape.code)
-        arity = np.array([OPS[name].arity for name in OPCODES], dtype=np.int64)[tape.code]
-        last = np.arange(n)
-        for i in range(n):
-            for k in range(arity[i]):
-                last[tape.args[i, k]] = i
-        is_input = tape.code == CODE["input"]
-        keep = is_input.copy()  # inputs (loaded before the run) and outputs are never freed
-        keep[tape.outputs] = True
-        slot = np.empty(n, dtype=np.int32)
-        # Inputs take the first slots, wherever they stand: the load kernels fill them before
-        # the interpreter starts, so no node may hold their slots before them.
-        n_slots = int(is_input.sum())
-        slot[is_input] = np.arange(n_slots, dtype=np.int32)
-        free: list[int] = []
-        for i in range(n):
-            if is_input[i]:
-                continue
-            # Arguments dying here free their slots first: the interpreter reads every
-            # argument before it writes the result, so the result may take one of them.
-            for k in range(arity[i]):
-                a = tape.args[i, k]
-                if last[a] == i and not keep[a] and (k == 0 or a not in tape.args[i, :k]):
-                    free.append(int(slot[a]))
-            if free:
-                slot[i] = free.pop()
-            else:
-                slot[i] = n_slots
-                n_slots += 1
-            if last[i] == i and not keep[i]:
-                free.append(int(slot[i]))
-        args = np.zeros_like(tape.args)
-        for k in range(3):
-            used = arity > k
-            args[used, k] = slot[tape.args[used, k]]
-        self.code = tape.code
-        self.args = args
-        self.dest = slot
-        self.consts = tape.consts
-        self.n_slots = max(n_slots, 1)
-        self.in_slots = [slot[np.array(port.ids, dtype=np.int64)].astype(np.int32)
-                         for port in graph.inputs.values()]
-        self.out_slots = [slot[np.array(port.ids, dtype=np.int64)].astype(np.int32)
-                          for port in graph.outputs.values()]
-        self._device = None
-
-    def device_arrays(self, cuda_module):
-        """The tape's arrays on the device, copied once."""
-        if self._device is None:
-            to = cuda_module.to_device
-            self._device = {
-                "code": to(self.code), "args": to(self.args), "dest": to(self.dest),
-                "consts": to(self.consts),
-                "in": [to(s) for s in self.in_slots], "out": [to(s) for s in self.out_slots],
-            }
-        return self._device
-
-
-def _tape_run(code, args, dest, consts, V, count, one, zero, third):
-    """Thread t runs the tape for column t of the scratch `V`; ops as in backends/tape.run."""
-    t = cuda.grid(1)
-    if t >= count:
-        return
-    for i in range(code.shape[0]):
-        op = code[i]
-        if op == 0:
-            continue  # inputs are loaded into their slots before the run
-        a = V[args[i, 0], t]
-        b = V[args[i, 1], t]
-        if op == 2:
-            x = a * b
-        elif op == 3:
-            x = a + b
-        elif op == 4:
-            x = a - b
-        elif op == 5:
-            x = -a
-        elif op == 6:
-            x = b if a != 0 else V[args[i, 2], t]
-        elif op == 7:
-            x = a / b
-        elif op == 1:
-            x = consts[i]
-        elif op == 8:
-            x = one if a <= b else zero
-        elif op == 9:
-            x = one if a >= b else zero
-        elif op == 10:
-            x = one if a < b else zero
-        elif op == 11:
-            x = one if a > b else zero
-        elif op == 12:
-            x = one if a == b else zero
-        elif op == 13:
-            x = one if a != b else zero
-        elif op == 14:
-            x = a ** b
-        elif op == 15:
-            x = _math.exp(a)
-        elif op == 16:
-            x = _math.log(a)
-        elif op == 17:
-            x = _math.sqrt(a)
-        elif op == 18:
-            x = _math.sin(a)
-        elif op == 19:
-            x = _math.cos(a)
-        elif op == 20:
-            x = _math.tan(a)
-        elif op == 21:
-            x = abs(a)
-        elif op == 22:
-            x = one if a > 0 else (-one if a < 0 else a)
-        elif op == 23:
-            x = _math.tanh(a)
-        elif op == 24:
-            x = _math.sinh(a)
-        elif op == 25:
-            x = _math.cosh(a)
-        elif op == 26:
-            x = _math.asin(a)
-        elif op == 27:
-            x = _math.acos(a)
-        elif op == 28:
-            x = _math.atan(a)
-        elif op == 29:
-            x = _math.asinh(a)
-        elif op == 30:
-            x = _math.acosh(a)
-        elif op == 31:
-            x = _math.atanh(a)
-        elif op == 32:
-            x = _math.log1p(a)
-        elif op == 33:
-            x = _math.expm1(a)
-        elif op == 34:
-            x = _math.log2(a)
-        elif op == 35:
-            x = _math.log10(a)
-        elif op == 36:
-            x = _math.copysign(abs(a) ** third, a)
-        elif op == 37:
-            x = _math.floor(a)
-        elif op == 38:
-            x = _math.ceil(a)
-        elif op == 39:
-            x = _math.erf(a)
-        elif op == 40:
-            x = one if a == 0 else zero
-        elif op == 41:
-            x = one if (a != 0 and b != 0) else zero
-        elif op == 42:
-            x = one if (a != 0 or b != 0) else zero
-        elif op == 43:
-            x = a if a <= b else b
-        elif op == 44:
-            x = a if a >= b else b
-        elif op == 45:
-            x = _math.atan2(a, b)
-        else:
-            x = _math.hypot(a, b)
-        V[dest[i], t] = x
-
-
-def _tape_load(X, V, slots, start, count):
-    """Copy input rows start.. start+count (row 0 when shared) into their scratch slots."""
-    t = cuda.grid(1)
-    if t < count:
-        r = start + t if X.shape[0] > 1 else 0
-        for j in range(slots.shape[0]):
-            V[slots[j], t] = X[r, j]
-
-
-def _tape_store(V, Y, slots, start, count):
-    t = cuda.grid(1)
-    if t < count:
-        for j in range(slots.shape[0]):
-            Y[start + t, j] = V[slots[j], t]
-
-
-# The opcode numbers `_tape_run` branches on: the order of backends/tape.OPCODES.
-INTERPRETED = (
-    "input", "const", "mul", "add", "sub", "neg", "select", "div", "le", "ge", "lt", "gt",
-    "eq", "ne", "pow", "exp", "log", "sqrt", "sin", "cos", "tan", "abs", "sign", "tanh",
-    "sinh", "cosh", "asin", "acos", "atan", "asinh", "acosh", "atanh", "log1p", "expm1",
-    "log2", "log10", "cbrt", "floor", "ceil", "erf", "not", "and", "or", "min", "max",
-    "atan2", "hypot",
-)
-
-_TAPE_KERNELS = None
-
-
-def _tape_kernels():
-    """The interpreter, load and store kernels, compiled on first use (cached by Numba)."""
-    global _TAPE_KERNELS
-    if _TAPE_KERNELS is None:
-        if tuple(OPCODES) != INTERPRETED:  # a new op needs a branch in `_tape_run`
-            raise RuntimeError("the CUDA tape interpreter is out of step with tape.OPCODES")
-        c = _cuda()
-        _TAPE_KERNELS = tuple(_jit(c, fn) for fn in (_tape_run, _tape_load, _tape_store))
-    return _TAPE_KERNELS
-
-
-def _jit(c, fn):
-    try:
-        return c.jit(cache=True)(fn)
-    except TypeError:  # a simulator without the `cache` option
-        return c.jit(fn)
-
-
-# ---------------------------------------------------------------------------------------------
 # the kernel
 # ---------------------------------------------------------------------------------------------
 
@@ -480,7 +253,7 @@ class Kernel:
         self.n_out = sum(self.out_sizes)
         self.threads_per_block = THREADS_PER_BLOCK
         self.module = None if module is None else _adapt(module)
-        self.tape = DeviceTape(graph, self.dtype) if module is None else None
+        self.tape = cuda_tape.DeviceTape(graph, self.dtype) if module is None else None
 
     def run(self, inputs: list, rows: int, host: bool | None = None) -> list:
         """Evaluate `rows` rows; returns one (rows, size) array per output, in graph order.
@@ -535,7 +308,7 @@ class Kernel:
         return a if on_device else c.to_device(a)
 
     def _run_tape(self, c, arrays, outs, rows):
-        run, load, store = _tape_kernels()
+        run, load, store = cuda_tape.kernels(_cuda(), _math)
         tape = self.tape
         d = tape.device_arrays(c)
         per_row = tape.n_slots * self.dtype.itemsize
@@ -572,7 +345,7 @@ class Kernel:
 
     def compiled_now(self) -> int:
         """How many kernels Numba compiled (not loaded from its cache); 0 where it can't say."""
-        fns = list(_TAPE_KERNELS or ()) if self.tape is not None else \
+        fns = list(cuda_tape._TAPE_KERNELS or ()) if self.tape is not None else \
             [self.module.body, self.module.batch]
         total = 0
         for fn in fns:
