@@ -43,8 +43,12 @@ def _grid(arity: int) -> np.ndarray:
 
 @pytest.mark.parametrize("name", [n for n, r in OPS.items() if r.arity])
 @pytest.mark.parametrize("dtype", ["float64", "float32"])
-def test_every_op_matches_the_interpreter_on_special_values(name, dtype):
-    """Each row's `ll` spelling against its NumPy spelling, NaN and signed zeros included."""
+@pytest.mark.parametrize("tape", [False, True], ids=["llvm", "tape"])
+def test_every_op_matches_the_interpreter_on_special_values(name, dtype, tape, monkeypatch):
+    """Each row's `ll` spelling (and the tape's branch) against its NumPy spelling, NaN and
+    signed zeros included."""
+    if tape:
+        monkeypatch.setattr(cpu, "TAPE_THRESHOLD", 0)
     prog = _op_program(name)
     with np.errstate(all="ignore"):
         X = _grid(OPS[name].arity).astype(dtype)  # 1e300 is inf in float32
@@ -58,6 +62,35 @@ def test_every_op_matches_the_interpreter_on_special_values(name, dtype):
     assert ok.all(), (X[~ok], got[~ok], want[~ok])
     exact = want == 0
     assert (np.signbit(got[exact]) == np.signbit(want[exact])).all()  # -0.0 stays -0.0
+
+
+@pytest.mark.parametrize("module", ["tape", "cuda_tape"])
+def test_every_op_has_a_branch_in_the_interpreters(module):
+    source = (ROOT / "diffdsl" / "backends" / f"{module}.py").read_text()
+    for name in OPS:
+        assert f"op == Op.{name.upper()}:" in source, name
+
+
+@pytest.mark.parametrize("name", ["floor", "ceil", "sign", "cbrt", "abs", "not"])
+@pytest.mark.parametrize("tape", [False, True], ids=["module", "tape"])
+def test_cuda_spellings_on_special_values(name, tape, monkeypatch):
+    """The CUDA backend's own spellings (floor and ceil as floats, not Numba's integers),
+    run by Numba's simulator: NaN, infinities, signed zeros and values past 2**63."""
+    from diffdsl.backends import cuda
+    if not cuda.available():
+        pytest.skip("no numba.cuda (simulator or GPU)")
+    if tape:
+        monkeypatch.setattr(cuda, "TAPE_THRESHOLD", 0)
+    prog = _op_program(name)
+    X = _grid(1)
+    with np.errstate(all="ignore"):
+        got = np.asarray(prog(x=X, backend="cuda"))
+        want = prog(x=X, backend="numpy")
+    assert (np.isnan(got) == np.isnan(want)).all()
+    ok = np.isnan(want) | np.isclose(got, want, rtol=1e-15, atol=0)
+    assert ok.all(), (X[~ok], got[~ok], want[~ok])
+    exact = want == 0
+    assert (np.signbit(got[exact]) == np.signbit(want[exact])).all()
 
 
 def test_every_op_has_an_llvm_spelling():

@@ -113,6 +113,26 @@ N_OUT = {n_out}
 
 
 @cuda.jit(device=True, cache=True)
+def dd_cbrt(x):
+    return cuda.cbrt(x)  # libdevice's (the simulator's is replaced on import: x ** (1/3))
+
+
+@cuda.jit(device=True, cache=True)
+def dd_round(x, up):
+    # floor (up=False) and ceil as floats: Numba's math.floor gives an integer, wrong for
+    # nan, inf and beyond 2**63. Values from 2**52 on are integers already; the sign is the
+    # argument's, so floor(-0.0) and ceil(-0.5) are -0.0, as in NumPy.
+    if not abs(x) < T(4503599627370496.0):
+        return x
+    t = T(int(x))
+    if up and t < x:
+        t += T(1.0)
+    elif not up and t > x:
+        t -= T(1.0)
+    return math.copysign(t, x)
+
+
+@cuda.jit(device=True, cache=True)
 def body({params}r):
 {body}
 
@@ -124,12 +144,15 @@ def batch({params}rows):
         body({params}r)
 """
 
-# Spellings for CUDA where the op table's Numba one does not compile there (np.cbrt, np.sign)
-# or gives a float64 in a float32 kernel (the 1.0/0.0 of comparisons and logic).
+# Spellings for CUDA where the op table's Numba one does not compile there (np.cbrt, np.sign),
+# gives an integer (math.floor) or a float64 in a float32 kernel (the 1.0/0.0 of comparisons
+# and logic).
 _ONE, _ZERO = "T(1.0)", "T(0.0)"
 CUDA_TEMPLATES = {
-    "cbrt": "math.copysign(abs({0}) ** T(0.3333333333333333), {0})",
-    "sign": f"({_ONE} if {{0}} > 0 else (-{_ONE} if {{0}} < 0 else {{0}}))",
+    "cbrt": "dd_cbrt({0})",  # libdevice's cbrt: x ** (1/3) is 60 ulps off at 1e300
+    "sign": f"({_ONE} if {{0}} > 0 else (-{_ONE} if {{0}} < 0 else {{0}} + {_ZERO}))",
+    "floor": "dd_round({0}, False)",
+    "ceil": "dd_round({0}, True)",
     "not": f"({_ONE} if {{0}} == 0 else {_ZERO})",
     "and": f"({_ONE} if ({{0}} != 0 and {{1}} != 0) else {_ZERO})",
     "or": f"({_ONE} if ({{0}} != 0 or {{1}} != 0) else {_ZERO})",
@@ -208,6 +231,7 @@ def _adapt(module: types.ModuleType) -> types.ModuleType:
     """Under the simulator, give the module's kernels IEEE `math` (NaN, not ValueError)."""
     if simulated():
         module.__dict__["math"] = _SIM_MATH
+        module.__dict__["dd_cbrt"] = _SIM_MATH.cbrt  # the simulator's cuda.cbrt fails for x < 0
     return module
 
 
@@ -315,14 +339,13 @@ class Kernel:
         chunk = min(rows, max(1, SCRATCH_BYTES // per_row))
         tpb = min(self.threads_per_block, chunk)
         V = c.device_array((tape.n_slots, chunk), dtype=self.dtype)
-        one, zero, third = (self.dtype.type(v) for v in (1.0, 0.0, 1.0 / 3.0))
+        one, zero = self.dtype.type(1.0), self.dtype.type(0.0)
         for start in range(0, rows, chunk):
             count = min(chunk, rows - start)
             grid = (count + tpb - 1) // tpb
             for X, slots in zip(arrays, d["in"], strict=True):
                 load[grid, tpb](X, V, slots, start, count)
-            run[grid, tpb](d["code"], d["args"], d["dest"], d["consts"], V, count, one, zero,
-                           third)
+            run[grid, tpb](d["code"], d["args"], d["dest"], d["consts"], V, count, one, zero)
             for Y, slots in zip(outs, d["out"], strict=True):
                 store[grid, tpb](V, Y, slots, start, count)
 
@@ -399,6 +422,6 @@ _SIM_MATH = _SimMath(
     cos=_ieee(np.cos), tan=_ieee(np.tan), asin=_ieee(np.arcsin), acos=_ieee(np.arccos),
     atan=_ieee(np.arctan), sinh=_ieee(np.sinh), cosh=_ieee(np.cosh), tanh=_ieee(np.tanh),
     asinh=_ieee(np.arcsinh), acosh=_ieee(np.arccosh), atanh=_ieee(np.arctanh),
-    floor=_ieee(np.floor), ceil=_ieee(np.ceil), atan2=_ieee(np.arctan2),
+    floor=_ieee(np.floor), ceil=_ieee(np.ceil), atan2=_ieee(np.arctan2), cbrt=_ieee(np.cbrt),
     hypot=_ieee(np.hypot), copysign=_ieee(np.copysign), fabs=_ieee(np.fabs),
 )

@@ -13,7 +13,7 @@ import numpy as np
 
 from ..ir import Graph
 from ..ops import OPS
-from .tape import CODE, OPCODES, Tape
+from .tape import CODE, OPCODES, Op, Tape
 
 cuda = None  # numba.cuda, bound by `kernels()`: the name the kernels below use
 _math = math  # the `math` the kernels use: IEEE versions under the simulator
@@ -87,110 +87,132 @@ class DeviceTape:
         return self._device
 
 
-def _tape_run(code, args, dest, consts, V, count, one, zero, third):
+def _tape_run(code, args, dest, consts, V, count, one, zero):
     """Thread t runs the tape for column t of the scratch `V`; ops as in backends/tape.run."""
     t = cuda.grid(1)
     if t >= count:
         return
     for i in range(code.shape[0]):
         op = code[i]
-        if op == 0:
+        if op == Op.INPUT:
             continue  # inputs are loaded into their slots before the run
         a = V[args[i, 0], t]
         b = V[args[i, 1], t]
-        if op == 2:
+        if op == Op.MUL:
             x = a * b
-        elif op == 3:
+        elif op == Op.ADD:
             x = a + b
-        elif op == 4:
+        elif op == Op.SUB:
             x = a - b
-        elif op == 5:
+        elif op == Op.NEG:
             x = -a
-        elif op == 6:
+        elif op == Op.SELECT:
             x = b if a != 0 else V[args[i, 2], t]
-        elif op == 7:
+        elif op == Op.DIV:
             x = a / b
-        elif op == 1:
+        elif op == Op.CONST:
             x = consts[i]
-        elif op == 8:
+        elif op == Op.LE:
             x = one if a <= b else zero
-        elif op == 9:
+        elif op == Op.GE:
             x = one if a >= b else zero
-        elif op == 10:
+        elif op == Op.LT:
             x = one if a < b else zero
-        elif op == 11:
+        elif op == Op.GT:
             x = one if a > b else zero
-        elif op == 12:
+        elif op == Op.EQ:
             x = one if a == b else zero
-        elif op == 13:
+        elif op == Op.NE:
             x = one if a != b else zero
-        elif op == 14:
+        elif op == Op.POW:
             x = a ** b
-        elif op == 15:
+        elif op == Op.EXP:
             x = _math.exp(a)
-        elif op == 16:
+        elif op == Op.LOG:
             x = _math.log(a)
-        elif op == 17:
+        elif op == Op.SQRT:
             x = _math.sqrt(a)
-        elif op == 18:
+        elif op == Op.SIN:
             x = _math.sin(a)
-        elif op == 19:
+        elif op == Op.COS:
             x = _math.cos(a)
-        elif op == 20:
+        elif op == Op.TAN:
             x = _math.tan(a)
-        elif op == 21:
+        elif op == Op.ABS:
             x = abs(a)
-        elif op == 22:
-            x = one if a > 0 else (-one if a < 0 else a)
-        elif op == 23:
+        elif op == Op.SIGN:
+            x = one if a > 0 else (-one if a < 0 else a + zero)  # +0.0 for -0.0, as NumPy
+        elif op == Op.TANH:
             x = _math.tanh(a)
-        elif op == 24:
+        elif op == Op.SINH:
             x = _math.sinh(a)
-        elif op == 25:
+        elif op == Op.COSH:
             x = _math.cosh(a)
-        elif op == 26:
+        elif op == Op.ASIN:
             x = _math.asin(a)
-        elif op == 27:
+        elif op == Op.ACOS:
             x = _math.acos(a)
-        elif op == 28:
+        elif op == Op.ATAN:
             x = _math.atan(a)
-        elif op == 29:
+        elif op == Op.ASINH:
             x = _math.asinh(a)
-        elif op == 30:
+        elif op == Op.ACOSH:
             x = _math.acosh(a)
-        elif op == 31:
+        elif op == Op.ATANH:
             x = _math.atanh(a)
-        elif op == 32:
+        elif op == Op.LOG1P:
             x = _math.log1p(a)
-        elif op == 33:
+        elif op == Op.EXPM1:
             x = _math.expm1(a)
-        elif op == 34:
+        elif op == Op.LOG2:
             x = _math.log2(a)
-        elif op == 35:
+        elif op == Op.LOG10:
             x = _math.log10(a)
-        elif op == 36:
-            x = _math.copysign(abs(a) ** third, a)
-        elif op == 37:
-            x = _math.floor(a)
-        elif op == 38:
-            x = _math.ceil(a)
-        elif op == 39:
+        elif op == Op.CBRT:
+            x = _cbrt(a)
+        elif op == Op.FLOOR:
+            x = _round(a, False, one)
+        elif op == Op.CEIL:
+            x = _round(a, True, one)
+        elif op == Op.ERF:
             x = _math.erf(a)
-        elif op == 40:
+        elif op == Op.NOT:
             x = one if a == 0 else zero
-        elif op == 41:
+        elif op == Op.AND:
             x = one if (a != 0 and b != 0) else zero
-        elif op == 42:
+        elif op == Op.OR:
             x = one if (a != 0 or b != 0) else zero
-        elif op == 43:
+        elif op == Op.MIN:
             x = a if a <= b else b
-        elif op == 44:
+        elif op == Op.MAX:
             x = a if a >= b else b
-        elif op == 45:
+        elif op == Op.ATAN2:
             x = _math.atan2(a, b)
-        else:
+        elif op == Op.HYPOT:
             x = _math.hypot(a, b)
+        else:
+            x = _math.nan  # not an opcode: test_engine checks every op has a branch
         V[dest[i], t] = x
+
+
+def _round_py(x, up, one):
+    """floor (up=False) or ceil as a float of x's type: see `dd_round` in backends/cuda.py."""
+    if not abs(x) < one * 4503599627370496.0:
+        return x
+    t = one * int(x)
+    if up and t < x:
+        t += one
+    elif not up and t > x:
+        t -= one
+    return _math.copysign(t, x)
+
+
+def _cbrt_py(x):
+    return cuda.cbrt(x)
+
+
+_round = None  # `_round_py` as a device function, made by `kernels()`
+_cbrt = None  # libdevice's cbrt (numba.cuda.cbrt), or NumPy's under the simulator
 
 
 def _tape_load(X, V, slots, start, count):
@@ -209,15 +231,6 @@ def _tape_store(V, Y, slots, start, count):
             Y[start + t, j] = V[slots[j], t]
 
 
-# The opcode numbers `_tape_run` branches on: the order of backends/tape.OPCODES.
-INTERPRETED = (
-    "input", "const", "mul", "add", "sub", "neg", "select", "div", "le", "ge", "lt", "gt",
-    "eq", "ne", "pow", "exp", "log", "sqrt", "sin", "cos", "tan", "abs", "sign", "tanh",
-    "sinh", "cosh", "asin", "acos", "atan", "asinh", "acosh", "atanh", "log1p", "expm1",
-    "log2", "log10", "cbrt", "floor", "ceil", "erf", "not", "and", "or", "min", "max",
-    "atan2", "hypot",
-)
-
 _TAPE_KERNELS = None
 
 
@@ -227,11 +240,12 @@ def kernels(cuda_module, math_module):
     `cuda_module` is numba.cuda (or its simulator) and `math_module` the `math` the kernels
     call (IEEE versions under the simulator): both are bound here, as the kernels' globals,
     so importing this module needs neither numba.cuda nor a GPU."""
-    global _TAPE_KERNELS, cuda, _math
+    global _TAPE_KERNELS, cuda, _math, _round, _cbrt
     if _TAPE_KERNELS is None:
-        if tuple(OPCODES) != INTERPRETED:  # a new op needs a branch in `_tape_run`
-            raise RuntimeError("the CUDA tape interpreter is out of step with tape.OPCODES")
         cuda, _math = cuda_module, math_module
+        _cbrt = cuda_module.jit(device=True)(_cbrt_py) if math_module is math \
+            else math_module.cbrt
+        _round = cuda_module.jit(device=True)(_round_py)
         _TAPE_KERNELS = tuple(_jit(cuda_module, fn)
                               for fn in (_tape_run, _tape_load, _tape_store))
     return _TAPE_KERNELS
