@@ -28,7 +28,7 @@ def compile(source: str, filename: str = "<string>", backend: str = "auto",
             dtype: str = "float64", cache: bool = True) -> Program:
     """Compile `.dd` source text into a `Program`.
 
-    `backend` is where evaluations run: "cpu" (Numba kernels), "numpy" (the reference
+    `backend` is where evaluations run: "cpu" (machine code), "numpy" (the reference
     interpreter) or "auto". `cache=False` keeps kernels out of the on-disk cache.
     """
     plans = None
