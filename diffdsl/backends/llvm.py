@@ -56,13 +56,14 @@ def emit(graph: Graph, dtype: str, data_offset: int, header: str = "") -> tuple[
     lines = [f"; diffdsl kernel {header}".rstrip(),
              f"; {dtype}; {len(graph.nodes)} nodes; {len(plan.segments)} segments; "
              f"{plan.slots} slots", ""]
+    spell = _spellings(dtype)
     callees: dict[str, str] = {}
+    for op in {node.op for node in graph.nodes}:
+        for m in _CALL.finditer(spell.get(op, "")):
+            callees[m.group(2)] = f"declare {m.group(1)} @{m.group(2)}(" + \
+                ", ".join([m.group(1)] * (m.group(3).count(",") + 1)) + ") nounwind"
     for k, (start, stop) in enumerate(plan.segments):
-        body = _segment(graph, plan, start, stop, k == len(plan.segments) - 1, dtype)
-        for line in body:
-            for m in _CALL.finditer(line):
-                callees[m.group(2)] = f"declare {m.group(1)} @{m.group(2)}(" + \
-                    ", ".join([m.group(1)] * (m.group(3).count(",") + 1)) + ") nounwind"
+        body = _segment(graph, plan, start, stop, k == len(plan.segments) - 1, dtype, spell)
         # One segment is inlined into the entries (the optimiser then keeps the port
         # pointers in registers across rows); several stay apart, to keep compiling fast.
         inline = "alwaysinline" if len(plan.segments) == 1 else "noinline"
@@ -127,9 +128,16 @@ class _Layout:
         return set()
 
 
-def _segment(graph: Graph, plan: _Layout, start: int, stop: int, last: bool,
-             dtype: str) -> list[str]:
+def _spellings(dtype: str) -> dict[str, str]:
+    """Each op's `ll` text for `dtype`, operands left as {0}, {1}, {2} and the result {r}."""
     t, suffix, libm = TYPES[dtype]
+    return {name: row.ll.replace("{t}", t).replace("{s}", suffix).replace("{f}", libm)
+            for name, row in OPS.items() if row.ll}
+
+
+def _segment(graph: Graph, plan: _Layout, start: int, stop: int, last: bool,
+             dtype: str, spell: dict) -> list[str]:
+    t = TYPES[dtype][0]
     out: list[str] = []
     here: set[int] = set()  # nodes with a name in this segment
     ports: set[int] = set()
@@ -177,9 +185,7 @@ def _segment(graph: Graph, plan: _Layout, start: int, stop: int, last: bool,
         node = graph.nodes[i]
         if node.op in ("input", "const"):
             continue
-        args = [value(a) for a in node.args]
-        out.extend(OPS[node.op].ll.format(*args, r=f"%v{i}", t=t, s=suffix, f=libm)
-                   .split("\n"))
+        out.append(spell[node.op].format(*[value(a) for a in node.args], r=f"%v{i}"))
         here.add(i)
         if i in plan.slot:
             out.append(f"%v{i}.a = getelementptr inbounds {t}, ptr %s, i64 {plan.slot[i]}")
