@@ -9,6 +9,7 @@ from the disk cache when an entry is there.
 
 from __future__ import annotations
 
+import math
 import os
 import sys
 
@@ -278,7 +279,7 @@ def _to_host(value) -> np.ndarray:
 
 
 def _rows(batch: tuple) -> int:
-    return int(np.prod(batch)) if batch else 1
+    return math.prod(batch)
 
 
 def check_backend(name: str) -> str:

@@ -8,6 +8,7 @@ Arrays of the requested dtype that are C-contiguous are used in place (no copy).
 from __future__ import annotations
 
 import difflib
+import math
 
 import numpy as np
 
@@ -61,7 +62,7 @@ def prepare_inputs(graph: Graph, given: dict, dtype=np.float64) -> tuple[tuple, 
                     "same leading dimensions; give shared inputs at their declared shape")
             batch, batch_from = b, name
         shaped[name] = (arr, extra)
-    rows = int(np.prod(batch)) if batch is not None else None
+    rows = math.prod(batch) if batch is not None else None
     for name, (arr, extra) in shaped.items():
         size = graph.inputs[name].size
         arrays[name] = arr.reshape(rows, size) if extra else arr.reshape(size)

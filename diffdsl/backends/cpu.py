@@ -28,7 +28,7 @@ TAPE_THRESHOLD = 2_000_000
 # Work (rows x nodes) below which a batch runs on one thread; from bench/threads.py (README).
 PARALLEL_WORK = 2_000_000
 THREADS_ENV = "DIFFDSL_NUM_THREADS"
-EXPORTS = ("diffdsl_rows", "diffdsl_point")
+EXPORTS = ("diffdsl_rows", "diffdsl_point", "diffdsl_batch")
 
 _ROWS = ctypes.CFUNCTYPE(None, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_int64,
                          ctypes.c_int64, ctypes.c_void_p)
@@ -73,7 +73,7 @@ class Kernel:
         self.in_sizes = [port.size for port in graph.inputs.values()]
         self.tape = None
         self.obj = None
-        self._point = None
+        self._point = self._batch = None
         if uses_tape(graph):
             from . import tape
             self.tape = tape.Tape(graph, self.dtype)
@@ -85,7 +85,10 @@ class Kernel:
         self.slots = slots
         self._lib = native.Library(obj, EXPORTS)  # unloaded with this kernel
         self._rows = _ROWS(self._lib.address("diffdsl_rows"))
-        self._point = self._lib.builtin("diffdsl_point") if DATA_OFFSET is not None else None
+        self._point = self._batch = None
+        if DATA_OFFSET is not None:
+            self._point = self._lib.builtin("diffdsl_point")
+            self._batch = self._lib.builtin("diffdsl_batch")
         self._scratch = np.empty(max(slots, 1), dtype=self.dtype)
 
     def point_builtin(self):
@@ -106,11 +109,13 @@ class Kernel:
     def run(self, inputs: list, strides: list, outputs: list, rows: int) -> None:
         if self.tape is not None:
             return self._run_tape(inputs, strides, outputs, rows)
-        ptrs = np.array([a.ctypes.data for a in (*inputs, *outputs)] or [0], dtype=np.uintp)
         steps = np.array(list(strides) + [a.size // max(rows, 1) for a in outputs] or [0],
                          dtype=np.int64)
-        n = threads() if rows > 1 and rows * self.nodes >= PARALLEL_WORK else 1
-        n = min(n, rows)
+        n = min(threads(), rows) if rows > 1 and rows * self.nodes >= PARALLEL_WORK else 1
+        if n <= 1 and self._batch is not None:
+            self._batch(*inputs, *outputs, steps, self._scratch, np.array([0, rows]))
+            return
+        ptrs = np.array([a.ctypes.data for a in (*inputs, *outputs)] or [0], dtype=np.uintp)
         if n <= 1:
             self._rows(ptrs.ctypes.data, steps.ctypes.data, 0, rows, self._scratch.ctypes.data)
             return

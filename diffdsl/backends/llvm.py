@@ -11,6 +11,10 @@ emitter adds only the plumbing. The module defines, for one dtype:
         of the ports and a scratch array, each a NumPy array object whose data pointer is
         read at `data_offset` (found and checked at run time by the backend), so a call from
         Python costs what a call of a builtin function costs and converts nothing
+    @diffdsl_batch(self, args, nargs)
+        `diffdsl_rows` as such a builtin: the ports' arrays, an int64 array of their steps,
+        the scratch and an int64 array [begin, end] (the GIL is held: for batches run on one
+        thread; threads call `diffdsl_rows` through ctypes, which releases it)
 
 Big graphs stay fast to compile when shaped for the code generator: the body is cut into
 non-inlined segments of `SEGMENT` nodes, and a value used in a later segment goes through a
@@ -230,26 +234,36 @@ def _entries(plan: _Layout, n_ports: int, t: str, data_offset: int) -> list[str]
         "}",
         "",
     ]
-    # A CPython builtin (METH_FASTCALL): `args` holds the arrays, the scratch array last.
-    point = ["define ptr @diffdsl_point(ptr %self, ptr %args, i64 %nargs) nounwind {",
-             "entry:",
-             f"  %ok = icmp eq i64 %nargs, {n_ports + 1}",
-             "  br i1 %ok, label %run, label %bad",
-             "bad:",
-             "  ret ptr null",
-             "run:",
-             f"  %p = alloca ptr, i64 {max(n_ports, 1)}"]
-    for k in range(n_ports + 1):
-        target = "%s" if k == n_ports else f"%row{k}"
-        point += [f"  %arg{k}.a = getelementptr inbounds ptr, ptr %args, i64 {k}",
-                  f"  %arg{k} = load ptr, ptr %arg{k}.a",
-                  f"  {target}.f = getelementptr inbounds i8, ptr %arg{k}, i64 {data_offset}",
-                  f"  {target} = load ptr, ptr {target}.f"]
+    # CPython builtins (METH_FASTCALL) whose arguments are NumPy arrays: one row with the
+    # ports' arrays and the scratch; rows with the ports, their steps, the scratch and
+    # [begin, end].
+    point = _fastcall("diffdsl_point", n_ports + 1, n_ports, data_offset,
+                      [f"  %s = getelementptr inbounds i8, ptr %d{n_ports}, i64 0"] + calls)
+    batch = _fastcall("diffdsl_batch", n_ports + 3, n_ports, data_offset, [
+        f"  %begin = load i64, ptr %d{n_ports + 2}",
+        f"  %end.a = getelementptr inbounds i64, ptr %d{n_ports + 2}, i64 1",
+        "  %end = load i64, ptr %end.a",
+        f"  call void @diffdsl_rows(ptr %p, ptr %d{n_ports}, i64 %begin, i64 %end, "
+        f"ptr %d{n_ports + 1})"])
+    point += ["@_Py_NoneStruct = external global i8", "declare void @Py_IncRef(ptr)", ""]
+    return rows + point + batch
+
+
+def _fastcall(name: str, n_args: int, n_ports: int, data_offset: int, body: list) -> list:
+    """A METH_FASTCALL function: `%d{k}` is the data pointer of argument k (a NumPy array),
+    the first `n_ports` also stored in the port array `%p` that the segments read; then
+    `body`; it returns None (a new reference), or NULL for a wrong number of arguments."""
+    out = [f"define ptr @{name}(ptr %self, ptr %args, i64 %nargs) nounwind {{", "entry:",
+           f"  %ok = icmp eq i64 %nargs, {n_args}",
+           "  br i1 %ok, label %run, label %bad", "bad:", "  ret ptr null", "run:",
+           f"  %p = alloca ptr, i64 {max(n_ports, 1)}"]
+    for k in range(n_args):
+        out += [f"  %a{k}.a = getelementptr inbounds ptr, ptr %args, i64 {k}",
+                f"  %a{k} = load ptr, ptr %a{k}.a",
+                f"  %d{k}.f = getelementptr inbounds i8, ptr %a{k}, i64 {data_offset}",
+                f"  %d{k} = load ptr, ptr %d{k}.f"]
         if k < n_ports:
-            point += [f"  %slot{k} = getelementptr inbounds ptr, ptr %p, i64 {k}",
-                      f"  store ptr %row{k}, ptr %slot{k}"]
-    point += calls + ["  call void @Py_IncRef(ptr @_Py_NoneStruct)",
-                      "  ret ptr @_Py_NoneStruct", "}", "",
-                      "@_Py_NoneStruct = external global i8",
-                      "declare void @Py_IncRef(ptr)", ""]
-    return rows + point
+            out += [f"  %slot{k} = getelementptr inbounds ptr, ptr %p, i64 {k}",
+                    f"  store ptr %d{k}, ptr %slot{k}"]
+    return out + body + ["  call void @Py_IncRef(ptr @_Py_NoneStruct)",
+                         "  ret ptr @_Py_NoneStruct", "}", ""]
