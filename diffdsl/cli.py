@@ -11,6 +11,7 @@ from pathlib import Path
 import numpy as np
 
 from . import api
+from .cli_examples import epilog
 from .errors import DiffDSLError, InputError, UsageError
 
 EXIT_OK, EXIT_MISMATCH, EXIT_USAGE, EXIT_INTERNAL = 0, 1, 2, 3
@@ -86,6 +87,9 @@ def build_parser() -> argparse.ArgumentParser:
                             "overrides where it is).")
     p.add_argument("action", choices=("info", "clear"))
     p.add_argument("--json", action="store_true", help="machine-readable output")
+    for name, sub in commands.choices.items():  # every --help ends with examples
+        sub.epilog = epilog(name)
+        sub.formatter_class = argparse.RawDescriptionHelpFormatter
     return parser
 
 

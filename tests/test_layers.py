@@ -57,6 +57,7 @@ LAYERS = {
     "check": 5,  # uses symbolic, autodiff and the numpy interpreter
     "api": 6,
     "cli": 7,
+    "cli_examples": 7,
     "__main__": 7,
     "__init__": 7,
 }
@@ -65,6 +66,7 @@ LAYERS = {
 # and `python -m diffdsl` is the command line.
 ALLOWED_SAME_LAYER = {
     ("__main__", "cli"),
+    ("cli", "cli_examples"),
     ("backends/cpu", "backends/tape"),
     ("backends/cuda", "backends/tape"),
     ("backends/cuda", "backends/cuda_tape"),

@@ -1,0 +1,56 @@
+"""Examples that end each command's `--help` (run by tests/test_cli_help.py, from the
+repository root, so they cannot go stale)."""
+
+EXAMPLES = {
+    "eval": [
+        "diffdsl eval examples/det3.dd --inputs A='[[2,0,1],[1,3,2],[1,1,1]]'",
+        "diffdsl eval examples/matrix.dd --inputs A='[[1,2,3],[4,5,6],[7,8,10]]' v='[1,2,3]' "
+        "--json",
+    ],
+    "grad": [
+        "diffdsl grad examples/det3.dd --inputs A='[[2,0,1],[1,3,2],[1,1,1]]'",
+        "diffdsl grad examples/rosenbrock.dd --inputs x='[1.2, 1, 0.8, 1]' --json",
+        "diffdsl grad examples/matrix.dd --of q --wrt v "
+        "--inputs A='[[1,2,3],[4,5,6],[7,8,10]]' v='[1,2,3]'",
+    ],
+    "jacobian": [
+        "diffdsl jacobian examples/matrix.dd --of w --wrt v "
+        "--inputs A='[[1,2,3],[4,5,6],[7,8,10]]' v='[1,2,3]'",
+        "diffdsl jacobian examples/det2.dd --inputs A='[[[1,2],[3,4]],[[0,1],[1,0]]]' --json",
+    ],
+    "hessian": [
+        "diffdsl hessian examples/rosenbrock.dd --inputs x='[1, 1, 1, 1]'",
+        "diffdsl hessian examples/det2.dd --inputs A='[[1,2],[3,4]]' --json",
+    ],
+    "vjp": [
+        "diffdsl vjp examples/forum_scalar.dd --inputs x='[[1]]' --seed '[[1]]'",
+        "diffdsl vjp examples/matrix.dd --of w --inputs A='[[1,2,3],[4,5,6],[7,8,10]]' "
+        "v='[1,2,3]' --seed '[1,0,0]'",
+    ],
+    "jvp": [
+        "diffdsl jvp examples/det2.dd --inputs A='[[1,2],[3,4]]' --tangents A='[[1,0],[0,0]]'",
+        "diffdsl jvp examples/rosenbrock.dd --inputs x='[1, 1, 1, 1]' "
+        "--tangents x='[1, 0, 0, 0]' --json",
+    ],
+    "diff": [
+        "diffdsl diff examples/det2.dd",
+        "diffdsl diff examples/det2.dd --latex",
+        "diffdsl diff examples/rosenbrock.dd --cse",
+    ],
+    "check": [
+        "diffdsl check examples/det3.dd",
+        "diffdsl check examples/special.dd --points 5 --json",
+    ],
+    "graph": [
+        "diffdsl graph examples/det2.dd",
+        "diffdsl graph examples/det2.dd --grad",
+    ],
+    "cache": [
+        "diffdsl cache info",
+        "diffdsl cache info --json",
+    ],
+}
+
+
+def epilog(command: str) -> str:
+    return "examples:\n" + "\n".join(f"  {line}" for line in EXAMPLES[command])
