@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import math
 from pathlib import Path
+
+import numpy as np
 
 from . import autodiff, engine
 from .engine import BACKENDS, DTYPES, Engine, Stats
@@ -92,8 +95,17 @@ class Program:
 
     # derivatives ---------------------------------------------------------------------------
     def grad(self, values: dict | None = None, /, *, of: str | None = None, wrt=None,
-             backend: str | None = None, dtype: str | None = None, **inputs) -> dict:
-        """Gradient of a one-element output: `{input: array of the input's shape}`."""
+             reduce: str | None = None, backend: str | None = None, dtype: str | None = None,
+             **inputs) -> dict:
+        """Gradient of a one-element output: `{input: array of the input's shape}`.
+
+        For a batch, `reduce="sum"` (or `"mean"`) gives the gradient of the sum (or mean) of
+        the rows' values: an input shared by every row gets one gradient of its declared
+        shape, a batched input the gradient of its rows (divided by the row count for mean).
+        """
+        if reduce is not None:
+            return self.value_and_grad(values, of=of, wrt=wrt, reduce=reduce, backend=backend,
+                                       dtype=dtype, **inputs)[1]
         host = values is None and (dtype is None or dtype == self.dtype) and \
             (backend is None or backend == "cpu" or backend == self.backend)
         if host:
@@ -112,11 +124,30 @@ class Program:
         return grads
 
     def value_and_grad(self, values: dict | None = None, /, *, of: str | None = None,
-                       wrt=None, backend: str | None = None, dtype: str | None = None,
-                       **inputs) -> tuple:
-        """`(value, {input: gradient})` from one evaluation."""
-        return self.value_and("grad", _merge(values, inputs), of=of, wrt=wrt, backend=backend,
-                              dtype=dtype)
+                       wrt=None, reduce: str | None = None, backend: str | None = None,
+                       dtype: str | None = None, **inputs) -> tuple:
+        """`(value, {input: gradient})` from one evaluation; `reduce` as for `grad`, the value
+        then the sum (or mean) over the batch."""
+        given = _merge(values, inputs)
+        value, grads = self.value_and("grad", given, of=of, wrt=wrt, backend=backend,
+                                      dtype=dtype)
+        return value if reduce is None else _reduce_value(value, reduce), \
+            grads if reduce is None else self._reduce_grads(grads, given, reduce)
+
+    def _reduce_grads(self, grads: dict, given: dict, reduce: str) -> dict:
+        """Per-row gradients to the gradient of the rows' sum or mean."""
+        _check_reduce(reduce)
+        rows = None
+        out = {}
+        for name, g in grads.items():
+            extra = np.ndim(g) - len(self.graph.inputs[name].shape)
+            if extra:  # every input's gradient carries the batch dimensions
+                rows = math.prod(np.shape(g)[:extra])
+            shared = np.ndim(given[name]) == len(self.graph.inputs[name].shape)
+            out[name] = np.sum(g, axis=tuple(range(extra))) if shared and extra else g
+        if reduce == "mean" and rows:
+            out = {name: g / rows for name, g in out.items()}
+        return out
 
     def jacobian(self, values: dict | None = None, /, *, of: str | None = None, wrt=None,
                  mode: str = "auto", backend: str | None = None, dtype: str | None = None,
@@ -126,10 +157,20 @@ class Program:
                               backend=backend, dtype=dtype)[1]
 
     def hessian(self, values: dict | None = None, /, *, of: str | None = None, wrt=None,
-                backend: str | None = None, dtype: str | None = None, **inputs) -> dict:
-        """`{input: {input: array of shape input + input}}` for a one-element output."""
-        return self.value_and("hessian", _merge(values, inputs), of=of, wrt=wrt,
-                              backend=backend, dtype=dtype)[1]
+                diagonal: bool = False, backend: str | None = None, dtype: str | None = None,
+                **inputs) -> dict:
+        """`{input: {input: array of shape input + input}}` for a one-element output; with
+        `diagonal=True`, `{input: array of the input's shape}`: d²f/dx² element by element."""
+        return self.value_and("hessian_diagonal" if diagonal else "hessian",
+                              _merge(values, inputs), of=of, wrt=wrt, backend=backend,
+                              dtype=dtype)[1]
+
+    def hvp(self, tangents: dict, values: dict | None = None, /, *, of: str | None = None,
+            wrt=None, backend: str | None = None, dtype: str | None = None, **inputs) -> dict:
+        """The Hessian times the vector `tangents` (a dict by input name; missing ones are
+        zero), without forming the Hessian: `{input: array of the input's shape}`."""
+        return self.value_and("hvp", _merge(values, inputs), of=of, wrt=wrt,
+                              tangents=tangents, backend=backend, dtype=dtype)[1]
 
     def vjp(self, seed, values: dict | None = None, /, *, of: str | None = None, wrt=None,
             backend: str | None = None, dtype: str | None = None, **inputs) -> dict:
@@ -148,19 +189,29 @@ class Program:
                   backend: str | None = None, dtype: str | None = None) -> tuple:
         """The output's value and one derivative from a single evaluation.
 
-        `kind` is grad, jacobian, hessian, vjp (give `seed`) or jvp (give `tangents`).
-        Returns `(value, result)` with `result` shaped as the method of the same name.
+        `kind` is grad, jacobian, hessian, hessian_diagonal, vjp (give `seed`), jvp or hvp
+        (give `tangents`). Returns `(value, result)` with `result` shaped as the method of
+        the same name.
         """
         given = dict(inputs)
-        if kind == "jvp":
+        if kind in ("jvp", "hvp"):
             if not isinstance(tangents, dict) or not tangents:
-                raise UsageError("jvp needs tangents: a dict of input name -> array")
-            wrt = tuple(tangents)
-            for name, value in tangents.items():
+                raise UsageError(f"{kind} needs tangents: a dict of input name -> array")
+            if kind == "jvp":
+                wrt = tuple(tangents)
+            else:
+                wrt = autodiff.pick_inputs(self.graph, wrt)
+                for name in tangents:
+                    if name not in wrt:
+                        raise UsageError(f"a tangent is given for '{name}', which is not "
+                                         f"among the inputs differentiated by: "
+                                         f"{', '.join(wrt)}")
+            for name in wrt:  # hvp: a missing tangent is zero
+                value = tangents.get(name, np.zeros(self.graph.inputs[name].shape))
                 given[autodiff.tangent_name(name)] = value
         elif kind == "vjp":
             given[autodiff.SEED] = seed
-        elif kind not in ("grad", "jacobian", "hessian"):
+        elif kind not in ("grad", "jacobian", "hessian", "hessian_diagonal"):
             raise UsageError(f"unknown derivative '{kind}'")
         graph = self.derivative(kind, of, wrt, mode if kind == "jacobian" else "auto")
         out = self._run(graph, given, backend, dtype)
@@ -176,7 +227,23 @@ class Program:
         return out["value"], _by_input(out)
 
     def symbolic_grad(self, of: str | None = None, wrt=None) -> dict:
-        """`{input: sympy.Array}`: the derivative of the output as formulas."""
+        """`{input: SymPy expression or Array of the input's shape}`: the gradient of a
+        one-element output as formulas."""
+        out = autodiff.pick_output(self.graph, of)
+        shape = self.graph.outputs[out].shape
+        if self.graph.outputs[out].size != 1:
+            raise UsageError(f"symbolic_grad needs an output with one element, but '{out}' has "
+                             f"shape {list(shape)}", hint="symbolic_jacobian gives the "
+                             "derivatives of every element")
+        result = self.symbolic_jacobian(of, wrt)
+        if shape:  # an output of shape (1, 1): drop its axes, as grad does
+            result = {name: expr.reshape(*expr.shape[len(shape):]) if expr.shape[len(shape):]
+                      else expr[(0,) * len(shape)] for name, expr in result.items()}
+        return result
+
+    def symbolic_jacobian(self, of: str | None = None, wrt=None) -> dict:
+        """`{input: SymPy Array of shape output + input}` (an expression where that shape
+        is empty): the Jacobian of an output as formulas."""
         from . import symbolic
         graph = self.derivative("jacobian", of, wrt)
         return {name[2:]: expr for name, expr in symbolic.to_sympy(graph).items()
@@ -239,6 +306,19 @@ class Program:
         plan = self.engine._plans.get((id(self.derivative("grad", of, wrt)), self.dtype))
         if plan is not None:
             self._fast_grad[(of, _request_key(wrt))] = plan.fast(_is_derivative, _input_of)
+
+
+REDUCTIONS = ("sum", "mean")
+
+
+def _check_reduce(reduce: str) -> None:
+    if reduce not in REDUCTIONS:
+        raise UsageError(f"unknown reduce={reduce!r}; use 'sum' or 'mean' (or None)")
+
+
+def _reduce_value(value, reduce: str):
+    _check_reduce(reduce)
+    return np.sum(value) if reduce == "sum" else np.mean(value)
 
 
 def _is_derivative(name: str) -> bool:

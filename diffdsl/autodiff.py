@@ -263,3 +263,55 @@ def hessian(graph: Graph, of: str | None = None, wrt=None) -> Graph:
             ids = tuple(_zero_or(b, columns[j], gi) for gi in grads[a] for j in port_c.ids)
             outputs[d_name(a, c)] = Port(graph.inputs[a].shape + port_c.shape, ids)
     return b.graph(dict(graph.inputs), outputs)
+
+
+def hvp(graph: Graph, of: str | None = None, wrt=None) -> Graph:
+    """Hessian times a vector, forward over reverse without forming the Hessian: extra inputs
+    "@t:NAME" (the vector, by input), outputs "value" and "d:NAME" (H v for each input)."""
+    of = pick_output(graph, of)
+    require_scalar(graph, of, "hvp")
+    wrt = pick_inputs(graph, wrt)
+    b, grads = _gradient_nodes(graph, of, wrt)
+    stop = len(b.nodes)
+    active = active_nodes(b, _sources(graph, wrt))
+    inputs = dict(graph.inputs)
+    seeds = {}
+    for name in wrt:
+        port = graph.inputs[name]
+        ids = tuple(b.input(tangent_name(name), k) for k in range(port.size))
+        inputs[tangent_name(name)] = Port(port.shape, ids)
+        seeds.update(zip(port.ids, ids, strict=True))
+    t = forward(b, stop, active, seeds)
+    outputs = {"value": graph.outputs[of]}
+    for name in wrt:
+        outputs[d_name(name)] = Port(graph.inputs[name].shape,
+                                     tuple(_zero_or(b, t, g) for g in grads[name]))
+    return b.graph(inputs, outputs)
+
+
+def hessian_diagonal(graph: Graph, of: str | None = None, wrt=None) -> Graph:
+    """The Hessian's diagonal: outputs "d:NAME" of each input's shape, d²f/dx_k² elementwise;
+    one forward sweep per element, keeping only the element's own second derivative."""
+    of = pick_output(graph, of)
+    require_scalar(graph, of, "hessian")
+    wrt = pick_inputs(graph, wrt)
+    b, grads = _gradient_nodes(graph, of, wrt)
+    stop = len(b.nodes)
+    active = active_nodes(b, _sources(graph, wrt))
+    one = b.const(1.0)
+    outputs = {"value": graph.outputs[of]}
+    for name in wrt:
+        ids = graph.inputs[name].ids
+        outputs[d_name(name)] = Port(graph.inputs[name].shape, tuple(
+            _zero_or(b, forward(b, stop, active, {j: one}), g)
+            for j, g in zip(ids, grads[name], strict=True)))
+    return b.graph(dict(graph.inputs), outputs)
+
+
+def _gradient_nodes(graph: Graph, of: str, wrt: list[str]) -> tuple[Builder, dict]:
+    """A builder extending `graph` with its reverse sweep, and the gradient node ids by input."""
+    b = Builder.from_graph(graph)
+    sources = _sources(graph, wrt)
+    out = graph.outputs[of]
+    ct = reverse(b, len(b.nodes), active_nodes(b, sources), [(out.ids[0], b.const(1.0))])
+    return b, {name: [_zero_or(b, ct, i) for i in graph.inputs[name].ids] for name in wrt}

@@ -55,8 +55,11 @@ def build_parser() -> argparse.ArgumentParser:
                    help="a value of the output's shape: JSON, or a .npy/.json file")
     p = evaluating("jvp", "The Jacobian times tangents of the inputs (forward mode).")
     p.add_argument("--of", metavar="NAME", help="the output (needed when there are several)")
-    p.add_argument("--tangents", metavar="SPEC", action="append", nargs="+", required=True,
-                   help="tangents of the inputs, spelled as --inputs; missing ones are zero")
+    _tangents(p)
+    p = evaluating("hvp", "The Hessian of a one-element output times tangents of the inputs "
+                   "(forward over reverse), without forming the Hessian.")
+    _of_wrt(p)
+    _tangents(p)
 
     p = commands.add_parser("diff", help="Print derivatives as formulas.",
                             description="Print derivatives as formulas (SymPy syntax).")
@@ -91,6 +94,11 @@ def build_parser() -> argparse.ArgumentParser:
         sub.epilog = epilog(name)
         sub.formatter_class = argparse.RawDescriptionHelpFormatter
     return parser
+
+
+def _tangents(p) -> None:
+    p.add_argument("--tangents", metavar="SPEC", action="append", nargs="+", required=True,
+                   help="tangents of the inputs, spelled as --inputs; missing ones are zero")
 
 
 def _of_wrt(p) -> None:
@@ -317,11 +325,14 @@ def autodiff_output(prog, of):
 
 
 def cmd_derivative(args) -> int:
-    """grad, jacobian, hessian, vjp and jvp: the value and the derivative in one evaluation."""
+    """grad, jacobian, hessian, vjp, jvp and hvp: the value and the derivative in one
+    evaluation."""
     kind = args.command
     prog = _program(args)
     of = autodiff_output(prog, args.of)
-    extra = {"tangents": read_specs(args.tangents)} if kind == "jvp" else {"wrt": _wrt(args)}
+    extra = {} if kind == "jvp" else {"wrt": _wrt(args)}
+    if kind in ("jvp", "hvp"):
+        extra["tangents"] = read_specs(args.tangents)
     if kind == "vjp":
         extra["seed"] = read_value(args.seed, "--seed")
     value, result = prog.value_and(kind, read_specs(args.inputs), of=of, **extra)
@@ -331,7 +342,7 @@ def cmd_derivative(args) -> int:
     elif kind == "jvp":
         labelled = {(f"jvp {of}", "jvp"): result}
     else:
-        word = "vjp " if kind == "vjp" else "\u2202" + of + "/\u2202"
+        word = {"vjp": "vjp ", "hvp": f"hvp {of} "}.get(kind, "\u2202" + of + "/\u2202")
         labelled = {(f"{word}{name}", f"{kind}.{name}"): r for name, r in result.items()}
     if args.output is not None:  # an empty name is an error there, not ignored
         arrays = {"value": value}
@@ -354,7 +365,7 @@ def cmd_diff(args) -> int:
     from . import symbolic
     prog = api.load(args.file)
     of = autodiff_output(prog, args.of)
-    derivs = prog.symbolic_grad(of=of, wrt=_wrt(args))
+    derivs = prog.symbolic_jacobian(of=of, wrt=_wrt(args))
     if args.json:
         print(json.dumps({"of": of, "derivatives": symbolic.derivatives_json(derivs)}))
     else:
@@ -443,5 +454,5 @@ COMMANDS = {
     "graph": cmd_graph,
     "eval": cmd_eval, "grad": cmd_derivative, "jacobian": cmd_derivative,
     "hessian": cmd_derivative, "vjp": cmd_derivative, "jvp": cmd_derivative,
-    "diff": cmd_diff, "check": cmd_check,
+    "hvp": cmd_derivative, "diff": cmd_diff, "check": cmd_check,
 }

@@ -32,6 +32,12 @@ EXAMPLES = {
         "diffdsl jvp examples/rosenbrock.dd --inputs x='[1, 1, 1, 1]' "
         "--tangents x='[1, 0, 0, 0]' --json",
     ],
+    "hvp": [
+        "diffdsl hvp examples/rosenbrock.dd --inputs x='[1.2, 1, 0.8, 1]' "
+        "--tangents x='[1, 0, 0, 0]'",
+        "diffdsl hvp examples/det3.dd --inputs A='[[2,0,1],[1,3,2],[1,1,1]]' "
+        "--tangents A='[[1,0,0],[0,1,0],[0,0,1]]' --json",
+    ],
     "diff": [
         "diffdsl diff examples/det2.dd",
         "diffdsl diff examples/det2.dd --latex",
