@@ -187,8 +187,23 @@ class Builder:
                 return args[1]
             if c[0] is not None:
                 return args[1] if c[0] != 0 else args[2]
+            return self._same_condition(args)
         if name in ("mul", "div", "neg"):
             return self._hoist_select(name, args)
+        return None
+
+    def _same_condition(self, args: tuple) -> int | None:
+        """`select(c, select(c, a, b), d)` is `select(c, a, d)`, and likewise in the else branch.
+
+        The reverse sweep wraps pullback parts in `select(guard, part, 0)`; a part that is
+        already routed by the same condition then needs no second select.
+        """
+        cond, x, y = args
+        inner_x, inner_y = self.nodes[x], self.nodes[y]
+        if inner_x.op == "select" and inner_x.args[0] == cond:
+            return self.op("select", cond, inner_x.args[1], y)
+        if inner_y.op == "select" and inner_y.args[0] == cond:
+            return self.op("select", cond, x, inner_y.args[2])
         return None
 
     def _hoist_select(self, name: str, args: tuple) -> int | None:
