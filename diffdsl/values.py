@@ -171,6 +171,11 @@ class Values:
         def one(*xs):
             if any(isinstance(x, Dyn) for x in xs):
                 return self.op(name, *xs)
+            if name == "pow":  # `pow(a, b)` is `a ** b`, integer on static integers
+                return self.scalar_arith("**", xs[0], xs[1], span)
+            exact = static_integer(name, xs)
+            if exact is not None:
+                return exact
             return static_real(name, *(to_real(x) for x in xs))
         return self.elementwise(one, args, span, f"{name}()")
 
@@ -344,6 +349,30 @@ _NP_STATIC = {
     "cosh": np.cosh, "tanh": np.tanh, "asinh": np.arcsinh, "acosh": np.arccosh,
     "atanh": np.arctanh, "abs": np.abs, "sign": np.sign, "floor": np.floor, "ceil": np.ceil,
 }
+
+
+# Builtins whose value at integers is an integer keep static integers integer, as integer
+# arithmetic does, so `range(max(0, i - 2), min(n, i + 3))` works. min and max keep the first
+# argument on a tie, as the op table's rows do.
+_INTEGER_VALUED = {
+    "min": lambda a, b: a if a <= b else b,
+    "max": lambda a, b: a if a >= b else b,
+    "abs": abs,
+    "sign": lambda a: (a > 0) - (a < 0),
+    "floor": lambda a: a,
+    "ceil": lambda a: a,
+}
+
+
+def static_integer(name: str, xs: tuple) -> int | None:
+    """The builtin `name` of static integers as an integer where its result is one, else None.
+
+    floor and ceil of a static real stay real: an integer would lose the sign of `ceil(-0.5)`,
+    which is -0.0, and folding never changes a result.
+    """
+    if name in _INTEGER_VALUED and all(type(x) in (int, bool) for x in xs):
+        return _INTEGER_VALUED[name](*(int(x) for x in xs))
+    return None
 
 
 def static_real(name: str, *xs: float) -> float:
