@@ -9,7 +9,7 @@ from pathlib import Path
 
 import numpy as np
 
-from . import api
+from . import api, limits
 from .errors import DiffDSLError, InputError, UsageError
 
 EXIT_OK, EXIT_MISMATCH, EXIT_USAGE, EXIT_INTERNAL = 0, 1, 2, 3
@@ -39,6 +39,7 @@ def build_parser() -> argparse.ArgumentParser:
         p.add_argument("--dtype", default="float64", choices=sorted(api.DTYPES))
         p.add_argument("--output", metavar="FILE.npz", help="write the results as arrays")
         p.add_argument("--no-cache", action="store_true", help="do not use the kernel cache")
+        _limit_option(p)
         return p
 
     evaluating("eval", "Evaluate the outputs of a program.")
@@ -63,6 +64,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--latex", action="store_true", help="LaTeX instead of plain text")
     p.add_argument("--cse", action="store_true", help="shared subexpressions as assignments")
     p.add_argument("--json", action="store_true", help="machine-readable output")
+    _limit_option(p)
 
     p = commands.add_parser("check", help="Check derivatives against SymPy and finite "
                             "differences.", description="Check every derivative against "
@@ -71,6 +73,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--points", type=int, default=3, metavar="N",
                    help="random points for numeric comparisons (default 3)")
     p.add_argument("--json", action="store_true", help="machine-readable output")
+    _limit_option(p)
 
     p = commands.add_parser("graph", help="Draw the graph of a program or its gradient.",
                             description="Write the graph as Graphviz DOT (to stdout or "
@@ -79,6 +82,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--of", metavar="NAME", help="only this output")
     p.add_argument("--grad", action="store_true", help="the gradient graph of the output")
     p.add_argument("-o", dest="out", metavar="OUT.dot|OUT.svg|OUT.png")
+    _limit_option(p)
 
     p = commands.add_parser("cache", help="Show or clear the kernel cache.",
                             description="The folder of compiled kernels (DIFFDSL_CACHE_DIR "
@@ -86,6 +90,25 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("action", choices=("info", "clear"))
     p.add_argument("--json", action="store_true", help="machine-readable output")
     return parser
+
+
+def _limit_option(p) -> None:
+    p.add_argument("--limit", metavar="NAME=N", action="append", default=[],
+                   help=f"raise a limit on the work of compiling ({', '.join(limits.NAMES)}); "
+                        "may repeat")
+
+
+def _limits(args) -> dict:
+    """`--limit NAME=N` options as keywords of `limits.using`."""
+    changes = {}
+    for item in getattr(args, "limit", []):
+        name, sep, value = item.partition("=")
+        name = name.strip()
+        if not sep or name not in limits.NAMES:
+            raise UsageError(f"bad --limit {item!r}: expected NAME=N",
+                             hint=f"the limits are: {', '.join(limits.NAMES)}")
+        changes[name] = limits.parse_value(name, value.strip(), f"--limit {name}")
+    return changes
 
 
 def _of_wrt(p) -> None:
@@ -125,7 +148,8 @@ def main(argv: list[str] | None = None) -> int:
 
 def run(argv: list[str] | None) -> int:
     args = build_parser().parse_args(argv)
-    return COMMANDS[args.command](args)
+    with limits.using(**_limits(args)):
+        return COMMANDS[args.command](args)
 
 
 # inputs ------------------------------------------------------------------------------------

@@ -14,6 +14,7 @@ import hashlib
 import math
 from dataclasses import dataclass, field
 
+from . import limits
 from .errors import Span
 from .ops import OPS
 
@@ -79,16 +80,21 @@ def _ids(ids) -> str:
 
 
 class Builder:
-    """Makes nodes, interned by `(op, args, attr)`, with folding and simplification."""
+    """Makes nodes, interned by `(op, args, attr)`, with folding and simplification.
 
-    def __init__(self):
+    At most `max_nodes` nodes (the `nodes` limit in force by default): a graph too big to build
+    is refused before it exhausts memory.
+    """
+
+    def __init__(self, max_nodes: int | None = None):
         self.nodes: list[Node] = []
         self._index: dict[tuple, int] = {}
+        self.max_nodes = limits.current().nodes if max_nodes is None else max_nodes
 
     @classmethod
-    def from_graph(cls, graph: Graph) -> Builder:
+    def from_graph(cls, graph: Graph, max_nodes: int | None = None) -> Builder:
         """A builder holding `graph`'s nodes under the same ids, to extend it."""
-        b = cls()
+        b = cls(max_nodes)
         for node in graph.nodes:
             if node.op == "const":
                 b.const(node.attr)
@@ -140,6 +146,9 @@ class Builder:
         found = self._index.get(key)
         if found is not None:
             return found
+        if len(self.nodes) >= self.max_nodes:
+            raise limits.exceeded("nodes", self.max_nodes,
+                                  f"the graph needs more than {self.max_nodes:,} nodes")
         self.nodes.append(node)
         self._index[key] = len(self.nodes) - 1
         return len(self.nodes) - 1
