@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 from pathlib import Path
 
@@ -13,6 +14,10 @@ from . import api, limits
 from .errors import DiffDSLError, InputError, UsageError
 
 EXIT_OK, EXIT_MISMATCH, EXIT_USAGE, EXIT_INTERNAL = 0, 1, 2, 3
+# The status of a process ended by SIGPIPE (128 + 13), what `cat big | head` leaves for `cat`.
+EXIT_PIPE_CLOSED = 141
+# An input array has at most 64 dimensions (NumPy's limit): 32 declared and a batch.
+MAX_INPUT_DEPTH = 64
 
 
 class _Parser(argparse.ArgumentParser):
@@ -130,7 +135,11 @@ def _version() -> str:
 
 def main(argv: list[str] | None = None) -> int:
     try:
-        return run(argv)
+        status = run(argv)
+        sys.stdout.flush()  # a reader that went away shows here, inside the handlers below
+        return status
+    except BrokenPipeError:
+        return _reader_gone()
     except DiffDSLError as exc:
         print(str(exc), file=sys.stderr)
         return EXIT_USAGE
@@ -144,6 +153,17 @@ def main(argv: list[str] | None = None) -> int:
         print(f"diffdsl: internal error: {type(exc).__name__}: {exc}\n"
               "    please report this with the .dd file and the command", file=sys.stderr)
         return EXIT_INTERNAL
+
+
+def _reader_gone() -> int:
+    """stdout's reader went away (`diffdsl eval ... | head`): stop quietly, as a Unix tool
+    ended by SIGPIPE does. stdout goes to /dev/null so that Python's flush at exit is quiet."""
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+    except (OSError, ValueError):  # no file descriptor behind stdout: nothing to flush
+        pass
+    return EXIT_PIPE_CLOSED
 
 
 def run(argv: list[str] | None) -> int:
@@ -214,12 +234,38 @@ def _read_text(path: Path) -> str:
 
 def _load_json(text: str, where: str):
     try:
-        value = json.loads(text, parse_constant=_json_constant)
+        # Integers are read as reals, as every input is one: 10**400 is inf, like 1e400, and a
+        # 5000-digit integer needs no conversion Python refuses (past 4300 digits).
+        value = json.loads(text, parse_constant=_json_constant, parse_int=float)
     except json.JSONDecodeError as exc:
         raise InputError(f"{where}: not a JSON number or list: {exc.msg} at column "
                          f"{exc.colno}", hint="write arrays as nested lists: '[[1, 2], [3, 4]]'"
                          ) from None
+    except RecursionError:  # the decoder recurses once per level of nesting
+        raise _too_deep(where, "more than a thousand") from None
+    depth = _nesting(value)
+    if depth > MAX_INPUT_DEPTH:
+        raise _too_deep(where, f"{depth:,}")
     return _decode_nonfinite(value)
+
+
+def _too_deep(where: str, depth: str) -> InputError:
+    return InputError(f"{where}: lists nested {depth} deep; an input array has at most "
+                      f"{MAX_INPUT_DEPTH} dimensions")
+
+
+def _nesting(value) -> int:
+    """How deep lists (and objects) nest in a decoded JSON value, found without recursion."""
+    deepest = 0
+    stack = [(value, 0)]
+    while stack:
+        item, depth = stack.pop()
+        deepest = max(deepest, depth)
+        if isinstance(item, list):
+            stack.extend((v, depth + 1) for v in item)
+        elif isinstance(item, dict):
+            stack.extend((v, depth) for v in item.values())
+    return deepest
 
 
 def _json_constant(word: str) -> float:
@@ -357,6 +403,8 @@ def cmd_diff(args) -> int:
     from . import symbolic
     prog = api.load(args.file)
     of = autodiff_output(prog, args.of)
+    if args.json or not args.cse:  # JSON writes every element out in full
+        symbolic.refuse_to_print(prog.derivative("jacobian", of, _wrt(args)), of)
     derivs = prog.symbolic_grad(of=of, wrt=_wrt(args))
     if args.json:
         print(json.dumps({"of": of, "derivatives": symbolic.derivatives_json(derivs)}))
