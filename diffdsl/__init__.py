@@ -4,6 +4,7 @@
     prog(A=x)          # value
 """
 
+from . import limits
 from .api import Program, compile, load
 from .errors import (
     ArityError,
@@ -12,6 +13,7 @@ from .errors import (
     DiffDSLError,
     IndexRangeError,
     InputError,
+    LimitError,
     RecursionLimitError,
     ShapeError,
     StaticValueError,
@@ -24,5 +26,6 @@ from .version import __version__
 __all__ = [
     "Program", "compile", "load", "DiffDSLError", "DDSyntaxError", "UnknownNameError",
     "ArityError", "ShapeError", "StaticValueError", "IndexRangeError", "AssignmentError",
-    "RecursionLimitError", "TypeMismatchError", "InputError", "UsageError", "__version__",
+    "RecursionLimitError", "TypeMismatchError", "InputError", "UsageError", "LimitError",
+    "limits", "__version__",
 ]

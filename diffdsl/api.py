@@ -8,6 +8,7 @@ from pathlib import Path
 import numpy as np
 
 from . import autodiff, engine
+from . import limits as limits_
 from .engine import BACKENDS, DTYPES, Engine, Stats
 from .errors import UsageError
 from .ir import Graph
@@ -28,12 +29,20 @@ def load(path, **options) -> Program:
 
 
 def compile(source: str, filename: str = "<string>", backend: str = "auto",
-            dtype: str = "float64", cache: bool = True) -> Program:
+            dtype: str = "float64", cache: bool = True, limits: dict | None = None) -> Program:
     """Compile `.dd` source text into a `Program`.
 
     `backend` is where evaluations run: "cpu" (machine code), "numpy" (the reference
     interpreter) or "auto". `cache=False` keeps kernels out of the on-disk cache.
+    `limits` raises (or lowers) limits on the work of compiling, for this program and the
+    derivatives built from it later: `limits={"nodes": 5_000_000}` (see `diffdsl.limits`).
     """
+    limits = dict(limits or {})
+    with limits_.using(**limits):
+        return _compile(source, filename, backend, dtype, cache, limits)
+
+
+def _compile(source, filename, backend, dtype, cache, limits) -> Program:
     plans = None
     if cache:
         from .plans import PlanStore
@@ -41,22 +50,24 @@ def compile(source: str, filename: str = "<string>", backend: str = "auto",
         graph = plans.graph("program")
         if graph is not None:  # a warm start: no parsing, lowering or autodiff
             return Program(graph, filename=filename, backend=backend, dtype=dtype, cache=cache,
-                           plans=plans, built=False)
+                           plans=plans, built=False, limits=limits)
     from .lower import lower  # Lark loads here, not at `import diffdsl`
     from .parse import parse
     graph = lower(parse(source, filename, cache=cache))
     if plans is not None:
         plans.remember("program", graph)
     return Program(graph, filename=filename, backend=backend, dtype=dtype, cache=cache,
-                   plans=plans)
+                   plans=plans, limits=limits)
 
 
 class Program:
     """A compiled `.dd` program. Every method re-evaluates from the inputs it is given."""
 
     def __init__(self, graph: Graph, filename: str = "<string>", backend: str = "auto",
-                 dtype: str = "float64", cache: bool = True, plans=None, built: bool = True):
+                 dtype: str = "float64", cache: bool = True, plans=None, built: bool = True,
+                 limits: dict | None = None):
         self.graph = graph
+        self.limits = dict(limits or {})  # applied again when derivatives are built
         self.filename = filename
         self.stats = Stats()
         self.stats.graphs_built += built
@@ -277,10 +288,11 @@ class Program:
             if self._plan_store is not None:
                 graph = self._plan_store.graph(request)
             if graph is None:
-                if kind == "jacobian":
-                    graph = autodiff.jacobian(self.graph, of, wrt, mode)
-                else:
-                    graph = getattr(autodiff, kind)(self.graph, of, wrt)
+                with limits_.using(**self.limits):
+                    if kind == "jacobian":
+                        graph = autodiff.jacobian(self.graph, of, wrt, mode)
+                    else:
+                        graph = getattr(autodiff, kind)(self.graph, of, wrt)
                 self.stats.graphs_built += 1
                 if self._plan_store is not None:
                     self._plan_store.remember(request, graph)

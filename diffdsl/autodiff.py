@@ -80,12 +80,31 @@ def active_nodes(b: Builder, sources: set[int]) -> bytearray:
     return active
 
 
+# Ops whose pullback routes the cotangent to one argument with a select (LANGUAGE.md: a select
+# sends the derivative to the branch taken, min and max to the argument chosen).
+_ROUTING = frozenset(("select", "min", "max"))
+# Ops whose pullback only routes or negates the cotangent: a zero cotangent gives exactly zero
+# parts. Every other pullback multiplies by partial derivatives, which may be infinite or NaN
+# where the node's value is not used (`sqrt'(-1)`), and 0 * nan is nan.
+_EXACT = _ROUTING | {"add", "sub", "neg"}
+
+
 def reverse(b: Builder, stop: int, active: bytearray, seeds: list[tuple[int, int]]) -> dict:
-    """Reverse sweep over nodes below `stop`: cotangent node of every node reached."""
+    """Reverse sweep over nodes below `stop`: cotangent node of every node reached.
+
+    Beside each cotangent the sweep keeps a guard: the condition under which the node's value
+    reaches a seed through the branches taken (None: always). Where a guard is false the
+    cotangent is exactly 0, and the parts a pullback sends on are wrapped in
+    `select(guard, part, 0)`, so a partial derivative that is infinite or NaN in the branch not
+    taken never meets that 0, whatever the pattern of uses (sums, products, a value used in
+    several branches, nested selects). Guards are built only below a dynamic select, min or max.
+    """
     ct: dict[int, int] = {}
+    guard: dict[int, int | None] = {}
     for node_id, seed in seeds:
         if active[node_id]:
             ct[node_id] = seed if node_id not in ct else b.add(ct[node_id], seed)
+            guard[node_id] = None
     for i in range(stop - 1, -1, -1):
         c = ct.get(i)
         if c is None:
@@ -95,11 +114,62 @@ def reverse(b: Builder, stop: int, active: bytearray, seeds: list[tuple[int, int
         if rule is None or not node.args:
             continue
         parts = rule(b, node.args, i, c)
+        here = guard[i]
         for a, part in zip(node.args, parts, strict=True):
             if part is None or not active[a] or b.value(part) == 0.0:
                 continue
+            edge = here
+            if node.op in _ROUTING:
+                edge = _both(b, here, _routed_condition(b, part))
+            elif here is not None and node.op not in _EXACT:
+                part = b.select(here, part, b.const(0.0))
             ct[a] = part if a not in ct else b.add(ct[a], part)
+            guard[a] = edge if a not in guard else _either(b, guard[a], edge)
     return ct
+
+
+def _routed_condition(b: Builder, part: int) -> int | None:
+    """The condition under which a routing pullback's `select(c, ct, 0)` passes `ct` on."""
+    node = b.nodes[part]
+    if node.op != "select":
+        return None
+    cond, taken, other = node.args
+    if b.value(other) == 0.0:
+        return cond
+    if b.value(taken) == 0.0:
+        return b.op("not", cond)
+    return None
+
+
+def _both(b: Builder, g: int | None, h: int | None) -> int | None:
+    if g is None or g == h:
+        return h
+    if h is None:
+        return g
+    return b.op("and", g, h)
+
+
+def _either(b: Builder, g: int | None, h: int | None) -> int | None:
+    """`g or h`, seeing the common case of a value used in both branches of one select:
+    `c or not c` is always, and `(g and c) or (g and not c)` is `g`."""
+    if g is None or h is None or _complements(b, g, h):
+        return None
+    if g == h:
+        return g
+    left, right = b.nodes[g], b.nodes[h]
+    if left.op == "and" and right.op == "and":
+        for k in (0, 1):
+            for m in (0, 1):
+                if left.args[k] == right.args[m] and \
+                        _complements(b, left.args[1 - k], right.args[1 - m]):
+                    return left.args[k]
+    return b.op("or", g, h)
+
+
+def _complements(b: Builder, g: int, h: int) -> bool:
+    """Whether one condition is `not` of the other."""
+    left, right = b.nodes[g], b.nodes[h]
+    return (left.op == "not" and left.args[0] == h) or (right.op == "not" and right.args[0] == g)
 
 
 def forward(b: Builder, stop: int, active: bytearray, tangents: dict[int, int]) -> dict:

@@ -13,7 +13,7 @@ import numpy as np
 
 from .errors import ArityError, ShapeError, StaticValueError, TypeMismatchError
 from .ops import UNARY_BUILTINS
-from .values import MAX_ELEMENTS, Dyn, describe, is_array
+from .values import Dyn, describe, is_array
 
 
 def _arity(call, args, *counts):
@@ -126,23 +126,20 @@ def _filled(fill):
             if d < 0:
                 raise ShapeError(f"{call.func}() dimensions cannot be negative, got {d}",
                                  call.args[k].span)
-        _check_size(math.prod(dims), call)
+        v.check_rank(len(dims), call.span, f"{call.func}()")
+        v.check_size(math.prod(dims), call.span, f"{call.func}()")
         out = np.empty(dims, dtype=object)
         out.fill(fill)
         return out
     return fn
 
 
-def _check_size(size: int, call) -> None:
-    if size > MAX_ELEMENTS:
-        raise ShapeError(f"{call.func}() would make {size} elements; arrays unroll to scalars "
-                         f"and take at most {MAX_ELEMENTS}", call.span)
-
-
 def _eye(v, args, call):
     _arity(call, args, 1)
     n = _static_int(args[0], call, 0)
-    _check_size(n * n, call)
+    if n < 0:
+        raise ShapeError(f"eye() size cannot be negative, got {n}", call.args[0].span)
+    v.check_size(n * n, call.span, "eye()")
     out = np.empty((n, n), dtype=object)
     out.fill(0.0)
     for i in range(n):

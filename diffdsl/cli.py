@@ -4,17 +4,22 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 import warnings
 from pathlib import Path
 
 import numpy as np
 
-from . import api
+from . import api, limits
 from .cli_examples import epilog
 from .errors import DiffDSLError, InputError, UsageError
 
 EXIT_OK, EXIT_MISMATCH, EXIT_USAGE, EXIT_INTERNAL = 0, 1, 2, 3
+# The status of a process ended by SIGPIPE (128 + 13), what `cat big | head` leaves for `cat`.
+EXIT_PIPE_CLOSED = 141
+# An input array has at most 64 dimensions (NumPy's limit): 32 declared and a batch.
+MAX_INPUT_DEPTH = 64
 
 
 class _Parser(argparse.ArgumentParser):
@@ -41,6 +46,7 @@ def build_parser() -> argparse.ArgumentParser:
         p.add_argument("--dtype", default="float64", choices=sorted(api.DTYPES))
         p.add_argument("--output", metavar="FILE.npz", help="write the results as arrays")
         p.add_argument("--no-cache", action="store_true", help="do not use the kernel cache")
+        _limit_option(p)
         return p
 
     evaluating("eval", "Evaluate the outputs of a program.")
@@ -68,6 +74,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--latex", action="store_true", help="LaTeX instead of plain text")
     p.add_argument("--cse", action="store_true", help="shared subexpressions as assignments")
     p.add_argument("--json", action="store_true", help="machine-readable output")
+    _limit_option(p)
 
     p = commands.add_parser("check", help="Check derivatives against SymPy and finite "
                             "differences.", description="Check every derivative against "
@@ -76,6 +83,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--points", type=int, default=3, metavar="N",
                    help="random points for numeric comparisons (default 3)")
     p.add_argument("--json", action="store_true", help="machine-readable output")
+    _limit_option(p)
 
     p = commands.add_parser("graph", help="Draw the graph of a program or its gradient.",
                             description="Write the graph as Graphviz DOT (to stdout or "
@@ -84,6 +92,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--of", metavar="NAME", help="only this output")
     p.add_argument("--grad", action="store_true", help="the gradient graph of the output")
     p.add_argument("-o", dest="out", metavar="OUT.dot|OUT.svg|OUT.png")
+    _limit_option(p)
 
     p = commands.add_parser("cache", help="Show or clear the kernel cache.",
                             description="The folder of compiled kernels (DIFFDSL_CACHE_DIR "
@@ -99,6 +108,25 @@ def build_parser() -> argparse.ArgumentParser:
 def _tangents(p) -> None:
     p.add_argument("--tangents", metavar="SPEC", action="append", nargs="+", required=True,
                    help="tangents of the inputs, spelled as --inputs; missing ones are zero")
+
+
+def _limit_option(p) -> None:
+    p.add_argument("--limit", metavar="NAME=N", action="append", default=[],
+                   help=f"raise a limit on the work of compiling ({', '.join(limits.NAMES)}); "
+                        "may repeat")
+
+
+def _limits(args) -> dict:
+    """`--limit NAME=N` options as keywords of `limits.using`."""
+    changes = {}
+    for item in getattr(args, "limit", []):
+        name, sep, value = item.partition("=")
+        name = name.strip()
+        if not sep or name not in limits.NAMES:
+            raise UsageError(f"bad --limit {item!r}: expected NAME=N",
+                             hint=f"the limits are: {', '.join(limits.NAMES)}")
+        changes[name] = limits.parse_value(name, value.strip(), f"--limit {name}")
+    return changes
 
 
 def _of_wrt(p) -> None:
@@ -120,7 +148,11 @@ def _version() -> str:
 
 def main(argv: list[str] | None = None) -> int:
     try:
-        return run(argv)
+        status = run(argv)
+        sys.stdout.flush()  # a reader that went away shows here, inside the handlers below
+        return status
+    except BrokenPipeError:
+        return _reader_gone()
     except DiffDSLError as exc:
         print(str(exc), file=sys.stderr)
         return EXIT_USAGE
@@ -136,9 +168,20 @@ def main(argv: list[str] | None = None) -> int:
         return EXIT_INTERNAL
 
 
+def _reader_gone() -> int:
+    """stdout's reader went away (`diffdsl eval ... | head`): stop quietly, as a Unix tool
+    ended by SIGPIPE does. stdout goes to /dev/null so that Python's flush at exit is quiet."""
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+    except (OSError, ValueError):  # no file descriptor behind stdout: nothing to flush
+        pass
+    return EXIT_PIPE_CLOSED
+
+
 def run(argv: list[str] | None) -> int:
     args = build_parser().parse_args(argv)
-    with warnings.catch_warnings():
+    with warnings.catch_warnings(), limits.using(**_limits(args)):
         warnings.showwarning = _plain_warning
         return COMMANDS[args.command](args)
 
@@ -219,12 +262,38 @@ def _read_text(path: Path) -> str:
 
 def _load_json(text: str, where: str):
     try:
-        value = json.loads(text, parse_constant=_json_constant)
+        # Integers are read as reals, as every input is one: 10**400 is inf, like 1e400, and a
+        # 5000-digit integer needs no conversion Python refuses (past 4300 digits).
+        value = json.loads(text, parse_constant=_json_constant, parse_int=float)
     except json.JSONDecodeError as exc:
         raise InputError(f"{where}: not a JSON number or list: {exc.msg} at column "
                          f"{exc.colno}", hint="write arrays as nested lists: '[[1, 2], [3, 4]]'"
                          ) from None
+    except RecursionError:  # the decoder recurses once per level of nesting
+        raise _too_deep(where, "more than a thousand") from None
+    depth = _nesting(value)
+    if depth > MAX_INPUT_DEPTH:
+        raise _too_deep(where, f"{depth:,}")
     return _decode_nonfinite(value)
+
+
+def _too_deep(where: str, depth: str) -> InputError:
+    return InputError(f"{where}: lists nested {depth} deep; an input array has at most "
+                      f"{MAX_INPUT_DEPTH} dimensions")
+
+
+def _nesting(value) -> int:
+    """How deep lists (and objects) nest in a decoded JSON value, found without recursion."""
+    deepest = 0
+    stack = [(value, 0)]
+    while stack:
+        item, depth = stack.pop()
+        deepest = max(deepest, depth)
+        if isinstance(item, list):
+            stack.extend((v, depth + 1) for v in item)
+        elif isinstance(item, dict):
+            stack.extend((v, depth) for v in item.values())
+    return deepest
 
 
 def _json_constant(word: str) -> float:
@@ -365,6 +434,8 @@ def cmd_diff(args) -> int:
     from . import symbolic
     prog = api.load(args.file)
     of = autodiff_output(prog, args.of)
+    if args.json or not args.cse:  # JSON writes every element out in full
+        symbolic.refuse_to_print(prog.derivative("jacobian", of, _wrt(args)), of)
     derivs = prog.symbolic_jacobian(of=of, wrt=_wrt(args))
     if args.json:
         print(json.dumps({"of": of, "derivatives": symbolic.derivatives_json(derivs)}))

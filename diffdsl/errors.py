@@ -44,6 +44,12 @@ class DiffDSLError(Exception):
         self.span = span
         self.hint = hint
 
+    def located(self, span: Span | None) -> DiffDSLError:
+        """This error, placed at `span` when it has no place yet (raised below the syntax)."""
+        if self.span is None:
+            self.span = span
+        return self
+
     def __str__(self) -> str:
         head = f"error: {self.message}"
         if self.span is None:
@@ -92,6 +98,10 @@ class RecursionLimitError(DiffDSLError):
 
 class TypeMismatchError(DiffDSLError):
     """A value of the wrong kind: an array where a scalar is needed, a real where an integer is."""
+
+
+class LimitError(DiffDSLError):
+    """A program that asks for more work than a limit allows (see `diffdsl.limits`)."""
 
 
 class InputError(DiffDSLError):

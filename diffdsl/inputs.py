@@ -88,11 +88,41 @@ def as_real_array(name: str, value, dtype=np.float64) -> np.ndarray:
     if bad is not None:
         raise InputError(f"{name}: expected numbers, got {bad}")
     try:
-        arr = np.asarray(value, dtype=np.float64)
+        try:
+            arr = np.asarray(value, dtype=np.float64)
+        except OverflowError:  # an int beyond a double's range: infinite, as 1e400 is
+            arr = np.asarray(_huge_ints_to_inf(value), dtype=np.float64)
     except (ValueError, TypeError):
         raise InputError(f"{name}: expected a number or a regular nested list of "
                          "numbers (every row the same length)") from None
     return arr if arr.dtype == dtype else arr.astype(dtype)
+
+
+def _huge_ints_to_inf(value):
+    """The same nesting of lists with ints too large for a double as +-inf (no recursion:
+    a list may be nested deeply)."""
+    def convert(item):
+        if isinstance(item, int):
+            try:
+                return float(item)
+            except OverflowError:
+                return float("inf") if item > 0 else float("-inf")
+        return item
+
+    if not isinstance(value, (list, tuple)):
+        return convert(value)
+    root: list = []
+    stack = [(value, root)]
+    while stack:
+        src, dst = stack.pop()
+        for item in src:
+            if isinstance(item, (list, tuple)):
+                child: list = []
+                dst.append(child)
+                stack.append((item, child))
+            else:
+                dst.append(convert(item))
+    return root
 
 
 def _not_a_number(value) -> str | None:

@@ -14,6 +14,7 @@ import hashlib
 import math
 from dataclasses import dataclass, field
 
+from . import limits
 from .errors import Span
 from .ops import OPS
 
@@ -84,16 +85,21 @@ def _ids(ids) -> str:
 
 
 class Builder:
-    """Makes nodes, interned by `(op, args, attr)`, with folding and simplification."""
+    """Makes nodes, interned by `(op, args, attr)`, with folding and simplification.
 
-    def __init__(self):
+    At most `max_nodes` nodes (the `nodes` limit in force by default): a graph too big to build
+    is refused before it exhausts memory.
+    """
+
+    def __init__(self, max_nodes: int | None = None):
         self.nodes: list[Node] = []
         self._index: dict[tuple, int] = {}
+        self.max_nodes = limits.current().nodes if max_nodes is None else max_nodes
 
     @classmethod
-    def from_graph(cls, graph: Graph) -> Builder:
+    def from_graph(cls, graph: Graph, max_nodes: int | None = None) -> Builder:
         """A builder holding `graph`'s nodes under the same ids, to extend it."""
-        b = cls()
+        b = cls(max_nodes)
         for node in graph.nodes:
             if node.op == "const":
                 b.const(node.attr)
@@ -145,6 +151,9 @@ class Builder:
         found = self._index.get(key)
         if found is not None:
             return found
+        if len(self.nodes) >= self.max_nodes:
+            raise limits.exceeded("nodes", self.max_nodes,
+                                  f"the graph needs more than {self.max_nodes:,} nodes")
         self.nodes.append(node)
         self._index[key] = len(self.nodes) - 1
         return len(self.nodes) - 1
@@ -192,8 +201,23 @@ class Builder:
                 return args[1]
             if c[0] is not None:
                 return args[1] if c[0] != 0 else args[2]
+            return self._same_condition(args)
         if name in ("mul", "div", "neg"):
             return self._hoist_select(name, args)
+        return None
+
+    def _same_condition(self, args: tuple) -> int | None:
+        """`select(c, select(c, a, b), d)` is `select(c, a, d)`, and likewise in the else branch.
+
+        The reverse sweep wraps pullback parts in `select(guard, part, 0)`; a part that is
+        already routed by the same condition then needs no second select.
+        """
+        cond, x, y = args
+        inner_x, inner_y = self.nodes[x], self.nodes[y]
+        if inner_x.op == "select" and inner_x.args[0] == cond:
+            return self.op("select", cond, inner_x.args[1], y)
+        if inner_y.op == "select" and inner_y.args[0] == cond:
+            return self.op("select", cond, x, inner_y.args[2])
         return None
 
     def _hoist_select(self, name: str, args: tuple) -> int | None:

@@ -18,10 +18,12 @@ from collections import ChainMap
 
 import numpy as np
 
+from . import limits as limits_
 from . import syntax as s
 from .builtins import BUILTINS
 from .errors import (
     AssignmentError,
+    LimitError,
     ShapeError,
     StaticValueError,
     TypeMismatchError,
@@ -29,7 +31,6 @@ from .errors import (
 )
 from .ir import Builder, Graph, Port
 from .values import (
-    MAX_ELEMENTS,
     Dyn,
     Values,
     describe,
@@ -40,9 +41,13 @@ from .values import (
 RECURSION_LIMIT = 1000
 
 
-def lower(program: s.Program) -> Graph:
-    """Lower a parsed program to its graph. Raises `DiffDSLError` subclasses on bad programs."""
-    return run_deep(_Lowerer(program).run)
+def lower(program: s.Program, limits: limits_.Limits | None = None) -> Graph:
+    """Lower a parsed program to its graph. Raises `DiffDSLError` subclasses on bad programs.
+
+    `limits` bound the work (see limits.py); by default those in force in the calling thread.
+    """
+    limits = limits_.current() if limits is None else limits
+    return run_deep(_Lowerer(program, limits).run)
 
 
 def run_deep(fn, *args):
@@ -84,10 +89,10 @@ class _Function:
 
 
 class _Lowerer:
-    def __init__(self, program: s.Program):
+    def __init__(self, program: s.Program, limits: limits_.Limits):
         self.program = program
-        self.b = Builder()
-        self.v = Values(self.b)
+        self.b = Builder(limits.nodes)
+        self.v = Values(self.b, limits)
         self.inputs: dict[str, Port] = {}
         self.input_values: dict = {}
         self.consts: dict = {}
@@ -161,6 +166,12 @@ class _Lowerer:
                     self._check_nested(st.orelse, "an if block")
 
     def top_statement(self, st, scope: dict) -> None:
+        try:
+            self._top_statement(st, scope)
+        except LimitError as exc:  # the graph's node limit, found below the syntax
+            raise exc.located(st.span) from None
+
+    def _top_statement(self, st, scope: dict) -> None:
         if isinstance(st, s.InputDecl):
             self.declare_input(st, scope)
         elif isinstance(st, s.ConstDecl):
@@ -194,9 +205,8 @@ class _Lowerer:
             dims.append(value)
         shape = tuple(dims)
         size = math.prod(shape)
-        if size > MAX_ELEMENTS:
-            raise ShapeError(f"input '{st.name}' has {size} elements; diffdsl unrolls arrays to "
-                             f"scalars and takes at most {MAX_ELEMENTS}", st.span)
+        self.v.check_rank(len(shape), st.span, f"input '{st.name}'")
+        self.v.check_size(size, st.span, f"input '{st.name}'")
         ids = tuple(self.b.input(st.name, k) for k in range(size))
         self.inputs[st.name] = Port(shape, ids, st.span)
         if shape:
@@ -243,6 +253,12 @@ class _Lowerer:
             self.statement(st, scope)
 
     def statement(self, st, scope: dict) -> None:
+        try:
+            self._statement(st, scope)
+        except LimitError as exc:  # placed at the innermost statement that met the limit
+            raise exc.located(st.span) from None
+
+    def _statement(self, st, scope: dict) -> None:
         if isinstance(st, s.Assign):
             self.assign(st.name, self.expr(st.value, scope), scope, st.span)
         elif isinstance(st, s.AugAssign):
@@ -391,11 +407,15 @@ class _Lowerer:
 
     def e_Comprehension(self, e: s.Comprehension, scope):
         items = []
-        self.generate(e.elt, e.clauses, 0, scope, items)
+        self.generate(e.elt, e.clauses, 0, scope, items, e.span)
         return self.v.stack(items, e.span)
 
-    def generate(self, elt, clauses, k: int, scope, out: list) -> None:
+    def generate(self, elt, clauses, k: int, scope, out: list, array=None) -> None:
+        """Append the elements of a generator to `out`; `array`: the span of a comprehension,
+        whose length is checked against the elements limit as it grows."""
         if k == len(clauses):
+            if array is not None:
+                self.v.check_size(len(out) + 1, array, "this comprehension")
             out.append(self.expr(elt, scope))
             return
         clause = clauses[k]
@@ -406,17 +426,22 @@ class _Lowerer:
                     "a comprehension filter must be static, but this one depends on an input",
                     clause.test.span, hint="use `if c then a else b` inside the element")
             if test:
-                self.generate(elt, clauses, k + 1, scope, out)
+                self.generate(elt, clauses, k + 1, scope, out, array)
             return
         for item in self.iterate(clause.iter, scope):
-            self.generate(elt, clauses, k + 1, ChainMap({clause.name: item}, scope), out)
+            self.generate(elt, clauses, k + 1, ChainMap({clause.name: item}, scope), out, array)
 
     def iterate(self, e, scope) -> list:
+        """The values a loop or a generator clause takes, each a step charged before the list
+        is made: `range(10**9)` is refused at once, not after filling memory."""
         if isinstance(e, s.Call) and e.func == "range" and "range" not in self.functions:
             bounds = [self.expr(a, scope) for a in e.args]
-            return list(self.v.range(bounds, e))
+            values = self.v.range(bounds, e)
+            self.v.budget.charge(_range_length(values), e.span, "this loop")
+            return list(values)
         value = self.expr(e, scope)
         if is_array(value):
+            self.v.budget.charge(len(value), e.span, "this loop")
             return list(value)
         raise TypeMismatchError(f"can only loop over range(...) or an array, not {describe(value)}",
                                 e.span)
@@ -502,6 +527,7 @@ class _Lowerer:
         found = self.memo.get(key)
         if found is not None:
             return found
+        self.v.budget.charge(1, e.span, f"this call of '{fn.name}'")
         if self.depth >= RECURSION_LIMIT:
             from .errors import RecursionLimitError
             raise RecursionLimitError(
@@ -523,6 +549,13 @@ class _Lowerer:
             self.depth -= 1
         self.memo[key] = result
         return result
+
+
+def _range_length(r: range) -> int:
+    """len(r), also past sys.maxsize (where len() raises OverflowError)."""
+    if r.step > 0:
+        return max(0, (r.stop - r.start + r.step - 1) // r.step)
+    return max(0, (r.start - r.stop - r.step - 1) // -r.step)
 
 
 class _FunctionScope(dict):

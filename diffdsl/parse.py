@@ -7,10 +7,17 @@ from pathlib import Path
 from typing import NamedTuple
 
 from lark import Lark, Token, Transformer_NonRecursive, v_args
-from lark.exceptions import UnexpectedCharacters, UnexpectedEOF, UnexpectedInput, UnexpectedToken
+from lark.exceptions import (
+    UnexpectedCharacters,
+    UnexpectedEOF,
+    UnexpectedInput,
+    UnexpectedToken,
+    VisitError,
+)
 
+from . import limits
 from . import syntax as s
-from .errors import DDSyntaxError, Span
+from .errors import DDSyntaxError, DiffDSLError, Span
 
 # Tokens after which a newline cannot end a statement (LANGUAGE.md, lexical rules).
 _CONTINUE_AFTER = {
@@ -96,7 +103,12 @@ def parse(source: str, filename: str = "<string>", cache: bool = True) -> s.Prog
         tree = _parser(cache).parse(source)
     except UnexpectedInput as exc:
         raise _syntax_error(exc, source, filename) from None
-    statements = _ToSyntax(filename, source).transform(tree)
+    try:
+        statements = _ToSyntax(filename, source).transform(tree)
+    except VisitError as exc:  # Lark wraps what a transformer method raises
+        if isinstance(exc.orig_exc, DiffDSLError):
+            raise exc.orig_exc from None
+        raise
     return s.Program(statements=statements, filename=filename, source=source)
 
 
@@ -166,6 +178,23 @@ def _tok_span(tok: Token, filename: str, source: str) -> Span:
     return Span(filename, tok.line, tok.column, tok.end_line, tok.end_column, source)
 
 
+def _integer(text: str, bits: int, span: Span) -> int:
+    """An integer literal within the `int_bits` limit, judged by its digits before converting
+    (converting costs time quadratic in the length), then exactly."""
+    digits = text.lstrip("0")
+    # 10 ** (d - 1) <= value, so value has more than (d - 1) * log2(10) bits.
+    if (len(digits) - 1) * 3.3219 >= bits:
+        raise limits.exceeded("int_bits", bits, f"this integer has {len(digits):,} digits", span)
+    value = 0
+    for k in range(0, len(digits), 4000):  # Python converts at most 4300 digits at once
+        chunk = digits[k:k + 4000]
+        value = value * 10 ** len(chunk) + int(chunk)
+    if value.bit_length() > bits:
+        raise limits.exceeded("int_bits", bits, f"this integer has {value.bit_length():,} bits",
+                              span)
+    return value
+
+
 @v_args(inline=True, meta=True)
 class _ToSyntax(Transformer_NonRecursive):
     """One method per grammar alias; children are bound by name."""
@@ -174,6 +203,7 @@ class _ToSyntax(Transformer_NonRecursive):
         super().__init__()
         self.filename = filename
         self.source = source
+        self.int_bits = limits.current().int_bits
 
     def _span(self, meta) -> Span:
         if getattr(meta, "empty", True):
@@ -291,11 +321,7 @@ class _ToSyntax(Transformer_NonRecursive):
         return s.Slice(start, stop, step, self._span(meta))
 
     def int_lit(self, meta, tok):
-        try:
-            value = int(tok)
-        except ValueError:  # longer than Python converts (4300 digits): a real, inf
-            value = float(tok)
-        return s.Num(value, self._span(meta))
+        return s.Num(_integer(str(tok), self.int_bits, self._span(meta)), self._span(meta))
 
     def float_lit(self, meta, tok):
         return s.Num(float(tok), self._span(meta))

@@ -2,10 +2,10 @@
 and autodiff (DESIGN.md, decision 5).
 
 An entry is `ROOT/KEY/plan.json` in the kernel cache's folder, KEY the sha256 of diffdsl's own
-code (every module and the grammar, so a changed lowering never meets an old plan), the file
-name and the source text. It holds the program's graph and every derivative graph asked of it,
-each with its key, so the kernels are found in the cache without printing the graph again. An
-entry that cannot be read or does not decode is ignored and written afresh.
+code (every module and the grammar, so a changed lowering never meets an old plan), the limits
+in force, the file name and the source text. It holds the program's graph and every derivative
+graph asked of it, each with its key, so the kernels are found in the cache without printing
+the graph again. An entry that cannot be read or does not decode is ignored and written afresh.
 """
 
 from __future__ import annotations
@@ -14,6 +14,7 @@ import hashlib
 import json
 from pathlib import Path
 
+from . import limits
 from .cache import PLAN_FILE, CacheUnavailable, KernelCache, write_atomic
 from .errors import Span
 from .ir import Graph, Node, Port
@@ -44,7 +45,9 @@ class PlanStore:
     def __init__(self, source: str, filename: str):
         self.source = source
         self.filename = filename
-        text = f"{code_fingerprint()}\n{filename}\n{source}"
+        # The limits in force are part of the key: whether a program compiles must not
+        # depend on what the cache holds.
+        text = f"{code_fingerprint()}\n{limits.current()!r}\n{filename}\n{source}"
         self.path = KernelCache().root / hashlib.sha256(text.encode()).hexdigest() / PLAN_FILE
         self.entry = self._read()
 

@@ -324,6 +324,25 @@ def expression_sizes(graph: Graph, cap: int) -> tuple[list[int], list[int]]:
     return sizes, depths
 
 
+PRINT_TERMS = 1_000_000  # terms of a derivative written out beyond which `diff` prints nothing
+
+
+def refuse_to_print(graph: Graph, of: str) -> None:
+    """Refuse, before any SymPy work, derivatives too big to print written out as trees.
+
+    A chain that reuses its values (a tower of 400 powers, a loop) has a graph of thousands of
+    nodes whose derivative, written out, has tens of millions of terms: minutes of SymPy and
+    a hundred megabytes of text. Naming the shared parts (`--cse`) prints the graph's size.
+    """
+    ids = [i for name, port in graph.outputs.items() if name.startswith("d:") for i in port.ids]
+    sizes, depths = expression_sizes(graph, PRINT_TERMS + 1)
+    if ids and max(sizes[i] for i in ids) > PRINT_TERMS:
+        raise UsageError(f"the derivatives of '{of}' written out have more than "
+                         f"{PRINT_TERMS:,} terms ({max(depths[i] for i in ids):,} operations "
+                         "deep)", hint="print them with --cse, which names each shared "
+                         "subexpression once, or draw the graph with `diffdsl graph --grad`")
+
+
 def graph_depth(graph: Graph, ids) -> int:
     """The depth of the deepest expression among nodes `ids`."""
     ids = list(ids)
@@ -565,6 +584,31 @@ def _label(name: str, index: tuple, latex: bool) -> str:
     return f"{name}[{', '.join(map(str, index))}]"
 
 
+def sympy_depth(exprs) -> int:
+    """The depth of the deepest of the SymPy expressions `exprs`, found without recursion."""
+    depth: dict[int, int] = {}  # id of a subexpression -> its depth; `exprs` keeps them alive
+    deepest = 0
+    for root in exprs:
+        stack = [(root, False)]
+        while stack:
+            expr, ready = stack.pop()
+            args = getattr(expr, "args", ())
+            if ready:
+                depth[id(expr)] = 1 + max((depth[id(a)] for a in args), default=0)
+            elif id(expr) not in depth:
+                stack.append((expr, True))
+                stack.extend((a, False) for a in args if id(a) not in depth)
+        deepest = max(deepest, depth[id(root)])
+    return deepest
+
+
+def _deep_print(fn: Callable, derivs: dict, *args, **kwargs):
+    """Printing recurses over an expression as SymPy builds the text: deep ones (a chain of
+    300 functions) print on a thread with a stack to match."""
+    exprs = [e for value in derivs.values() for e in _flat(value)]
+    return deep_call(sympy_depth(exprs), fn, derivs, *args, **kwargs)
+
+
 def format_derivatives(derivs: dict, of: str | None = None, latex: bool = False,
                        cse: bool = False, out_shape: tuple | None = None) -> str:
     """One line per element, `d d / d A[0, 1] = -A[1, 0]`, for `diffdsl diff`.
@@ -574,6 +618,10 @@ def format_derivatives(derivs: dict, of: str | None = None, latex: bool = False,
     `latex` prints with `sympy.latex`; `cse` first prints the subexpressions that the elements
     share (`x0 = ...`), found by `sympy.cse` over all of them, then the elements in terms of them.
     """
+    return _deep_print(_format_derivatives, derivs, of, latex, cse, out_shape)
+
+
+def _format_derivatives(derivs: dict, of, latex: bool, cse: bool, out_shape) -> str:
     if of is None:
         of = getattr(derivs, "of", "out")
     if out_shape is None:
@@ -614,6 +662,10 @@ def _cse_prefix(exprs) -> str:
 
 def derivatives_json(derivs: dict) -> dict:
     """input -> nested list (of the array's shape) of expression strings in SymPy syntax."""
+    return _deep_print(_derivatives_json, derivs)
+
+
+def _derivatives_json(derivs: dict) -> dict:
     result = {}
     for name, value in derivs.items():
         shape = _shape(value)

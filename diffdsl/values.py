@@ -13,6 +13,7 @@ import operator
 
 import numpy as np
 
+from . import limits
 from .errors import (
     IndexRangeError,
     ShapeError,
@@ -66,7 +67,7 @@ def memo_key(x):
 
 
 _PY_ARITH = {"+": operator.add, "-": operator.sub, "*": operator.mul}
-MAX_ELEMENTS = 10_000_000  # arrays unroll to scalar nodes; beyond this nothing would finish
+MAX_RANK = 32  # NumPy iterates over at most 32 dimensions (a batch adds its own up to 64)
 
 
 def to_real(x) -> float:
@@ -78,11 +79,35 @@ def to_real(x) -> float:
 
 
 class Values:
-    """The value algebra of lowering, over one `Builder`."""
+    """The value algebra of lowering, over one `Builder`, within `limits` (see limits.py).
 
-    def __init__(self, builder):
+    Work is counted as it is asked for: each element an elementwise operation, reduction,
+    matrix product or array literal handles is a step of the budget, charged before the work.
+    """
+
+    def __init__(self, builder, limits_: limits.Limits | None = None):
         self.b = builder
         self._dyn: dict[int, Dyn] = {}
+        self.limits = limits.current() if limits_ is None else limits_
+        self.budget = limits.Budget(self.limits.steps)
+
+    def check_size(self, size: int, span, what: str) -> None:
+        """Refuse an array of `size` elements over the limit, before it is allocated."""
+        if size > self.limits.elements:
+            raise limits.exceeded("elements", self.limits.elements,
+                                  f"{what} would have {size:,} elements", span)
+
+    def check_rank(self, rank: int, span, what: str) -> None:
+        if rank > MAX_RANK:
+            raise ShapeError(f"{what} would have {rank} dimensions; arrays have at most "
+                             f"{MAX_RANK}", span)
+
+    def check_int(self, value: int, span) -> int:
+        """A static integer within the `int_bits` limit."""
+        if value.bit_length() > self.limits.int_bits:
+            raise _too_big(self.limits.int_bits, f"this static integer has "
+                           f"{value.bit_length():,} bits", span)
+        return value
 
     def dyn(self, i: int):
         """The value of node `i`: a static number if the node is a constant, else a `Dyn`."""
@@ -114,14 +139,17 @@ class Values:
         """Apply scalar `fn` over arrays of one shape, with scalars broadcast."""
         shapes = {a.shape for a in args if is_array(a)}
         if not shapes:
+            self.budget.charge(1, span, what)
             return fn(*args)
         if len(shapes) > 1:
             listed = " and ".join(str(list(sh)) for sh in sorted(shapes, key=len))
             raise ShapeError(f"{what}: shapes {listed} do not match", span,
                              hint="elementwise operands need the same shape, or one a scalar")
         shape = shapes.pop()
+        size = math.prod(shape)
+        self.budget.charge(size, span, what)
         flat = [a.flat if is_array(a) else None for a in args]
-        out = np.empty(int(np.prod(shape)), dtype=object)
+        out = np.empty(size, dtype=object)
         for k in range(out.size):
             out[k] = fn(*(f[k] if f is not None else a for f, a in zip(flat, args, strict=True)))
         return out.reshape(shape)
@@ -133,17 +161,22 @@ class Values:
     def scalar_arith(self, op: str, x, y, span):
         if isinstance(x, Dyn) or isinstance(y, Dyn):
             return self.op(ARITHMETIC[op], x, y)
-        if op in _PY_ARITH and type(x) in (int, bool) and type(y) in (int, bool):
-            return _PY_ARITH[op](int(x), int(y))
-        if op == "**" and type(x) in (int, bool) and type(y) in (int, bool):
-            if y >= 0 and (abs(x) <= 1 or y * math.log2(abs(x)) < 4096):
-                return int(x) ** int(y)
-            if y >= 0:  # an exact integer that large is useless here; IEEE says inf
-                return static_real("pow", to_real(x), to_real(y))
-            if x == 0:
-                return math.inf
-            return float(x) ** int(y)  # 2 ** -1 is 0.5, as in Python
+        if type(x) in (int, bool) and type(y) in (int, bool):
+            if op in _PY_ARITH:
+                return self.check_int(_PY_ARITH[op](int(x), int(y)), span)
+            if op == "**":
+                return self.int_power(int(x), int(y), span)
         return static_real(ARITHMETIC[op], to_real(x), to_real(y))
+
+    def int_power(self, x: int, y: int, span):
+        """`x ** y` of static integers: an integer for `y >= 0`, else a real (`2 ** -1` is 0.5)."""
+        if y < 0:
+            return math.inf if x == 0 else static_real("pow", to_real(x), to_real(y))
+        # |x| >= 2 gives at least y * (bits(x) - 1) + 1 bits: refuse before computing it.
+        if abs(x) >= 2 and y * (abs(x).bit_length() - 1) + 1 > self.limits.int_bits:
+            raise _too_big(self.limits.int_bits, "this power of static integers would have "
+                           "more bits", span)
+        return self.check_int(x ** y, span)
 
     def int_op(self, op: str, a, b, span):
         def one(x, y):
@@ -171,6 +204,11 @@ class Values:
         def one(*xs):
             if any(isinstance(x, Dyn) for x in xs):
                 return self.op(name, *xs)
+            if name == "pow":  # `pow(a, b)` is `a ** b`, integer on static integers
+                return self.scalar_arith("**", xs[0], xs[1], span)
+            exact = static_integer(name, xs)
+            if exact is not None:
+                return exact
             return static_real(name, *(to_real(x) for x in xs))
         return self.elementwise(one, args, span, f"{name}()")
 
@@ -218,6 +256,9 @@ class Values:
         if not items:
             return np.empty((0,), dtype=object)
         first = shape_of(items[0])
+        self.check_rank(len(first) + 1, span, "this array")
+        self.check_size(len(items) * math.prod(first), span, "this array")
+        self.budget.charge(len(items), span, "this array")
         for item in items[1:]:
             if shape_of(item) != first:
                 raise ShapeError(f"array elements must have one shape, got {first} and "
@@ -284,6 +325,8 @@ class Values:
                              f"{inner_a} != {inner_b}", span)
         left = a if a.ndim == 2 else a.reshape(1, -1)
         right = b if b.ndim == 2 else b.reshape(-1, 1)
+        self.check_size(left.shape[0] * right.shape[1], span, "this product")
+        self.budget.charge(left.shape[0] * right.shape[1] * inner_a, span, "this product")
         out = np.empty((left.shape[0], right.shape[1]), dtype=object)
         for i in range(left.shape[0]):
             for j in range(right.shape[1]):
@@ -332,6 +375,13 @@ class Values:
         return total
 
 
+def _too_big(bits: int, message: str, span) -> Exception:
+    error = limits.exceeded("int_bits", bits, message, span)
+    error.hint = ("write a real (2.0 ** 5000 is inf, as IEEE says), or " + error.hint[0].lower()
+                  + error.hint[1:])
+    return error
+
+
 _PY_COMPARE = {"<": operator.lt, "<=": operator.le, ">": operator.gt, ">=": operator.ge,
                "==": operator.eq, "!=": operator.ne}
 
@@ -344,6 +394,30 @@ _NP_STATIC = {
     "cosh": np.cosh, "tanh": np.tanh, "asinh": np.arcsinh, "acosh": np.arccosh,
     "atanh": np.arctanh, "abs": np.abs, "sign": np.sign, "floor": np.floor, "ceil": np.ceil,
 }
+
+
+# Builtins whose value at integers is an integer keep static integers integer, as integer
+# arithmetic does, so `range(max(0, i - 2), min(n, i + 3))` works. min and max keep the first
+# argument on a tie, as the op table's rows do.
+_INTEGER_VALUED = {
+    "min": lambda a, b: a if a <= b else b,
+    "max": lambda a, b: a if a >= b else b,
+    "abs": abs,
+    "sign": lambda a: (a > 0) - (a < 0),
+    "floor": lambda a: a,
+    "ceil": lambda a: a,
+}
+
+
+def static_integer(name: str, xs: tuple) -> int | None:
+    """The builtin `name` of static integers as an integer where its result is one, else None.
+
+    floor and ceil of a static real stay real: an integer would lose the sign of `ceil(-0.5)`,
+    which is -0.0, and folding never changes a result.
+    """
+    if name in _INTEGER_VALUED and all(type(x) in (int, bool) for x in xs):
+        return _INTEGER_VALUED[name](*(int(x) for x in xs))
+    return None
 
 
 def static_real(name: str, *xs: float) -> float:

@@ -131,3 +131,26 @@ def test_a_read_only_install_with_no_home_runs_and_no_cache_writes_nothing(open_
         else:
             assert done.stderr.startswith("diffdsl: warning: kernel cache unavailable")
     assert sorted(p.name for p in work.iterdir()) == ["p.dd"]
+
+
+def test_python_ints_beyond_a_double_are_infinite_not_an_internal_error():
+    import diffdsl
+    prog = diffdsl.compile("input x\ninput v[2]\noutput y = x * sum(v)\n", cache=False)
+    assert prog(x=10**400, v=[1, 2]) == float("inf")
+    assert prog(x=1, v=[[1, -10**500], [2, 3]]).tolist() == [float("-inf"), 5.0]
+    assert prog.grad(x=2, v=[10**400, 0])["x"] == float("inf")
+
+
+def test_limits_keyword_applies_to_the_program_and_its_derivatives():
+    import numpy as np
+
+    import diffdsl
+    source = "input x[20]\noutput y = sum(x[i] * x[j] for i in range(20) for j in range(20))\n"
+    small = {"nodes": 1000}  # the program has 629 nodes; building its Hessian takes more
+    with pytest.raises(diffdsl.DiffDSLError, match="nodes"):
+        diffdsl.compile(source, cache=False, limits={"nodes": 300})
+    prog = diffdsl.compile(source, cache=False, limits=small)
+    with pytest.raises(diffdsl.DiffDSLError, match="nodes"):
+        prog.hessian(x=np.ones(20))  # 400 second derivatives: past the program's limit
+    roomy = diffdsl.compile(source, cache=False, limits={"nodes": 100_000})
+    assert roomy.hessian(x=np.ones(20))["x"]["x"].shape == (20, 20)

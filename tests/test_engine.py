@@ -7,6 +7,7 @@ import gc
 import json
 import math
 import os
+import re
 import subprocess
 import sys
 import weakref
@@ -98,6 +99,8 @@ def test_every_op_has_an_llvm_spelling():
         assert row.ll or name in ("input", "const"), name
         if row.ll:
             assert "{r}" in row.ll and all(f"{{{k}}}" in row.ll for k in range(row.arity))
+            # temporaries are `{r}.` and one letter: the emitter's own names are `.ptr`
+            assert set(re.findall(r"\{r\}\.(\w+)", row.ll)) <= set("abcdefghijklmnopqrstuvwxyz")
 
 
 def test_emitted_text_is_plain_with_stable_names():
@@ -121,6 +124,23 @@ def test_segments_and_slots_give_the_same_results(segment, monkeypatch):
     for x in (X, X[0]):
         np.testing.assert_allclose(prog.hessian(A=x)["A"]["A"], ref.hessian(A=x)["A"]["A"],
                                    rtol=1e-12, atol=1e-12)
+
+
+@pytest.mark.parametrize("name", [n for n, r in OPS.items() if r.arity])
+def test_every_op_through_a_scratch_slot(name, monkeypatch):
+    """One node a segment: each op's value crosses to the next segment through a slot, so
+    its temporaries meet the emitter's own names (a clash was once a parse error)."""
+    monkeypatch.setattr(llvm, "SEGMENT", 1)
+    row = OPS[name]
+    b = Builder()
+    args = [b.input("x", k) for k in range(row.arity)]
+    out = b.op("neg", b.op(name, *args))
+    prog = diffdsl.Program(b.graph({"x": Port((row.arity,), tuple(args))},
+                                   {"y": Port((), (out,))}), cache=False)
+    X = _grid(row.arity)[:50]
+    with np.errstate(all="ignore"):
+        np.testing.assert_allclose(prog(x=X, backend="cpu"), prog(x=X, backend="numpy"),
+                                   rtol=1e-14, atol=0)
 
 
 def test_constant_blocks_of_a_big_jacobian():

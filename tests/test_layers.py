@@ -29,6 +29,7 @@ PACKAGE = ROOT / "diffdsl"
 LAYERS = {
     "errors": 0,
     "version": 0,
+    "limits": 0.5,  # reads the environment; raises errors' LimitError
     "syntax": 1,
     "ops": 1,
     "parse": 2,

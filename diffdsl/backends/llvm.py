@@ -20,7 +20,9 @@ Big graphs stay fast to compile when shaped for the code generator: the body is 
 non-inlined segments of `SEGMENT` nodes, and a value used in a later segment goes through a
 slot of the scratch array, so no live range crosses a segment and the register allocator
 works on short ranges. Inputs are loaded where a segment first uses them; an output is stored
-where it is computed. Names are stable: `%v12` is node 12, in whichever segment holds it.
+where it is computed. Names are stable: `%v12` is node 12, in whichever segment holds it;
+`%v12.ptr` is its address in the scratch or an input, and the op rows' temporaries are
+`%v12.` and one letter, so the two never meet.
 """
 
 from __future__ import annotations
@@ -164,8 +166,8 @@ def _segment(graph: Graph, plan: _Layout, start: int, stop: int, last: bool,
                 base = port(k)
             else:
                 base, e = "%s", plan.slot[i]
-            out.append(f"%v{i}.a = getelementptr inbounds {t}, ptr {base}, i64 {e}")
-            out.append(f"%v{i} = load {t}, ptr %v{i}.a")
+            out.append(f"%v{i}.ptr = getelementptr inbounds {t}, ptr {base}, i64 {e}")
+            out.append(f"%v{i} = load {t}, ptr %v{i}.ptr")
         return f"%v{i}"
 
     def store(i: int) -> None:
@@ -192,8 +194,8 @@ def _segment(graph: Graph, plan: _Layout, start: int, stop: int, last: bool,
         out.append(spell[node.op].format(*[value(a) for a in node.args], r=f"%v{i}"))
         here.add(i)
         if i in plan.slot:
-            out.append(f"%v{i}.a = getelementptr inbounds {t}, ptr %s, i64 {plan.slot[i]}")
-            out.append(f"store {t} %v{i}, ptr %v{i}.a")
+            out.append(f"%v{i}.ptr = getelementptr inbounds {t}, ptr %s, i64 {plan.slot[i]}")
+            out.append(f"store {t} %v{i}, ptr %v{i}.ptr")
         store(i)
     if last:
         for i in plan.late:
