@@ -237,6 +237,46 @@ class Program:
             return out["value"], result
         return out["value"], _by_input(out)
 
+    def objective(self, values: dict | None = None, /, *, wrt=None, of: str | None = None,
+                  **inputs):
+        """This program as a function of one flat float64 vector, for `scipy.optimize`:
+        `o.fun`, `o.jac`, `o.hess`, `o.hessp`, `o.x0` (the given values of the `wrt` inputs;
+        zeros where not given), `o.unravel(v)`; for an output of several elements,
+        `o.residuals` and `o.jac` (a matrix) for `least_squares`. The other inputs are fixed
+        at the values given."""
+        from .objective import Objective
+        out = autodiff.pick_output(self.graph, of)
+        wrt = autodiff.pick_inputs(self.graph, wrt)
+        given = _merge(values, inputs)
+        missing = [n for n in self.graph.inputs if n not in wrt and n not in given]
+        if missing:
+            raise UsageError(f"objective: no value for the fixed input(s) "
+                             f"{', '.join(repr(n) for n in missing)}",
+                             hint="give every input that is not in wrt=, e.g. "
+                                  f"prog.objective(wrt={wrt!r}, {missing[0]}=...)")
+        return Objective(self, out, wrt, given)
+
+    def __repr__(self) -> str:
+        def ports(table):
+            return ", ".join(f"{n}{list(s) if s else ''}" for n, s in table.items())
+        return (f"<diffdsl.Program {self.filename}: inputs {ports(self.inputs) or 'none'}; "
+                f"outputs {ports(self.outputs)}; {len(self.graph.nodes):,} nodes>")
+
+    def _repr_markdown_(self) -> str:
+        rows = [f"| input | `{n}` | {list(s)} |" for n, s in self.inputs.items()]
+        rows += [f"| output | `{n}` | {list(s)} |" for n, s in self.outputs.items()]
+        return (f"**diffdsl program** `{self.filename}`, {len(self.graph.nodes):,} nodes\n\n"
+                "| | name | shape |\n|---|---|---|\n" + "\n".join(rows))
+
+    def _repr_latex_(self) -> str | None:
+        """The outputs as formulas (Jupyter shows them), for programs small enough to print."""
+        if len(self.graph.nodes) > 200:
+            return None
+        import sympy
+        lines = [f"{sympy.latex(sympy.Symbol(n))} = {sympy.latex(e)}"
+                 for n, e in self.to_sympy().items()]
+        return "$\\begin{aligned}" + r" \\ ".join(lines) + "\\end{aligned}$"
+
     def symbolic_grad(self, of: str | None = None, wrt=None) -> dict:
         """`{input: SymPy expression or Array of the input's shape}`: the gradient of a
         one-element output as formulas."""

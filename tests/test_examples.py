@@ -175,7 +175,13 @@ def _special(x):
     }
 
 
+def _decay_fit(x):
+    a, k, c = x["p"]
+    return {"r": a * np.exp(-k * x["t"]) + c - x["y"]}
+
+
 EXPECTED = {
+    "decay_fit.dd": _decay_fit,
     "det2.dd": _det2,
     "det3_forum.dd": _det3_forum,
     "det3.dd": _det3,

@@ -56,6 +56,7 @@ LAYERS = {
     "engine": 5,
     "plans": 5,  # graphs on disk by source text
     "check": 5,  # uses symbolic, autodiff and the numpy interpreter
+    "objective": 5.5,  # a program as a function of a flat vector (duck-typed Program)
     "api": 6,
     "cli": 7,
     "cli_examples": 7,
