@@ -32,7 +32,7 @@ def pick_output(graph: Graph, of: str | None) -> str:
     if of is None:
         if len(graph.outputs) != 1:
             raise UsageError(f"the program has {len(graph.outputs)} outputs "
-                             f"({', '.join(graph.outputs)}); pick one with --of NAME (of=...)")
+                             f"({', '.join(graph.outputs)}); pick one with of=NAME")
         return next(iter(graph.outputs))
     if of not in graph.outputs:
         raise UsageError(f"'{of}' is not an output of this program",

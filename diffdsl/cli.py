@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
 import sys
 import warnings
 from pathlib import Path
@@ -37,7 +38,9 @@ def build_parser() -> argparse.ArgumentParser:
 
     def evaluating(name, help_text):
         p = commands.add_parser(name, help=help_text, description=help_text)
-        p.add_argument("file", metavar="FILE", help="the .dd program")
+        # Optional here, so that `grad --inputs a=2 file.dd` (where --inputs swallowed the
+        # file) can be mended by `_file_after_options` rather than refused by argparse.
+        p.add_argument("file", metavar="FILE", nargs="?", help="the .dd program")
         p.add_argument("--inputs", metavar="SPEC", action="append", default=[], nargs="+",
                        help="NAME=VALUE (JSON, or a .npy/.json file), or a .json/.npz file "
                             "of several inputs; may repeat")
@@ -146,6 +149,18 @@ def _version() -> str:
     return __version__
 
 
+# Errors are worded for Python (argument names); on the command line they name the flags.
+_CLI_WORDS = [(re.compile(r"\bof=NAME\b"), "--of NAME"),
+              (re.compile(r"\bas NAME=VALUE\b"), "with --inputs NAME=VALUE"),
+              (re.compile(r"limits=\{'(\w+)': N\}"), r"--limit \1=N")]
+
+
+def cli_wording(text: str) -> str:
+    for pattern, words in _CLI_WORDS:
+        text = pattern.sub(words, text)
+    return text
+
+
 def main(argv: list[str] | None = None) -> int:
     try:
         status = run(argv)
@@ -154,7 +169,7 @@ def main(argv: list[str] | None = None) -> int:
     except BrokenPipeError:
         return _reader_gone()
     except DiffDSLError as exc:
-        print(str(exc), file=sys.stderr)
+        print(cli_wording(str(exc)), file=sys.stderr)
         return EXIT_USAGE
     except KeyboardInterrupt:
         print("diffdsl: interrupted", file=sys.stderr)
@@ -179,8 +194,23 @@ def _reader_gone() -> int:
     return EXIT_PIPE_CLOSED
 
 
+def _file_after_options(args) -> None:
+    """The .dd file given after an option that takes several values (`--inputs a=2 f.dd`):
+    the last value of that option, when it names a .dd file, is the program."""
+    if getattr(args, "file", "") is not None:
+        return
+    for option in ("inputs", "tangents"):
+        groups = getattr(args, option, None) or []
+        if groups and groups[-1] and str(groups[-1][-1]).endswith(".dd"):
+            args.file = groups[-1].pop()
+            return
+    raise UsageError("the .dd FILE is missing", hint="give it first: diffdsl "
+                     f"{args.command} FILE --inputs ...")
+
+
 def run(argv: list[str] | None) -> int:
     args = build_parser().parse_args(argv)
+    _file_after_options(args)
     with warnings.catch_warnings(), limits.using(**_limits(args)):
         warnings.showwarning = _plain_warning
         return COMMANDS[args.command](args)

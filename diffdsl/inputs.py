@@ -38,7 +38,7 @@ def prepare_inputs(graph: Graph, given: dict, dtype=np.float64) -> tuple[tuple, 
     if missing:
         raise InputError(f"missing value for {', '.join(_label(m) for m in missing)}",
                          graph.inputs[missing[0]].span,
-                         hint="give every input, e.g. --inputs NAME=VALUE")
+                         hint="give every input, as NAME=VALUE")
     batch = None
     batch_from = None
     arrays = {}

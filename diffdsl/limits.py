@@ -78,8 +78,8 @@ def exceeded(name: str, limit: int, message: str, span=None) -> LimitError:
     """The error for a program that asks for more than the limit `name` (now `limit`) allows."""
     return LimitError(
         f"{message} (the limit is {limit:,} {WHAT[name]})", span,
-        hint=f"raise it with --limit {name}=N on the command line or {ENV[name]}=N in the "
-             "environment (README, \"Limits\")")
+        hint=f"raise it with limits={{'{name}': N}} or {ENV[name]}=N in the environment "
+             "(README, \"Limits\")")
 
 
 class Budget:

@@ -154,3 +154,34 @@ def test_limits_keyword_applies_to_the_program_and_its_derivatives():
         prog.hessian(x=np.ones(20))  # 400 second derivatives: past the program's limit
     roomy = diffdsl.compile(source, cache=False, limits={"nodes": 100_000})
     assert roomy.hessian(x=np.ones(20))["x"]["x"].shape == (20, 20)
+
+
+def test_the_file_may_follow_the_options(capsys, program):
+    code, out, err = run(capsys, "grad", "--inputs", "a=[1,2]", "b=[3,4]", program, "--json")
+    assert code == 0, err
+    assert json.loads(out)["grad"] == {"a": [3.0, 4.0], "b": [1.0, 2.0]}
+    code, out, err = run(capsys, "jvp", "--inputs", "a=[1,2]", "b=[3,4]", "--tangents",
+                         "a=[1,0]", program)
+    assert code == 0, err
+    code, _, err = run(capsys, "grad", "--inputs", "a=[1,2]")
+    assert code == 2 and "FILE is missing" in err
+
+
+def test_messages_use_python_words_in_python_and_flags_on_the_command_line(capsys, tmp_path):
+    import diffdsl
+    two = tmp_path / "two.dd"
+    two.write_text("input a\noutput y = a\noutput z = 2 * a\n")
+    prog = diffdsl.load(two, cache=False)
+    for call in (lambda: prog.grad(a=1.0), lambda: prog()):
+        with pytest.raises(diffdsl.DiffDSLError) as info:
+            call()
+        assert "--" not in str(info.value)
+    with pytest.raises(diffdsl.DiffDSLError) as info:
+        diffdsl.compile("input x[10]\noutput y = sum(x)\n", cache=False, limits={"nodes": 3})
+    assert "limits={'nodes': N}" in str(info.value) and "--limit" not in str(info.value)
+    _, _, err = run(capsys, "grad", two, "--inputs", "a=1")
+    assert "--of NAME" in err and "of=" not in err
+    _, _, err = run(capsys, "eval", two)
+    assert "--inputs NAME=VALUE" in err
+    _, _, err = run(capsys, "eval", two, "--inputs", "a=1", "--limit", "nodes=1")
+    assert "--limit nodes=N" in err

@@ -33,7 +33,9 @@ def refused(source: str, name: str, **changes) -> LimitError:
     assert time.perf_counter() - start < 5, "a limit must be checked before the work"
     error = info.value
     assert error.span is not None and error.span.filename == "t.dd", str(error)
-    assert f"--limit {name}=" in str(error) and limits.ENV[name] in str(error)
+    # Python wording from the API; the command line names its flag instead
+    assert f"limits={{'{name}': N}}" in str(error) and limits.ENV[name] in str(error)
+    assert f"--limit {name}=N" in cli.cli_wording(str(error))
     return error
 
 
