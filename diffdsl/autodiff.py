@@ -252,13 +252,7 @@ def jvp(graph: Graph, of: str | None = None, wrt=None) -> Graph:
     b = Builder.from_graph(graph)
     stop = len(b.nodes)
     active = active_nodes(b, _sources(graph, wrt))
-    inputs = dict(graph.inputs)
-    seeds = {}
-    for name in wrt:
-        port = graph.inputs[name]
-        ids = tuple(b.input(tangent_name(name), k) for k in range(port.size))
-        inputs[tangent_name(name)] = Port(port.shape, ids)
-        seeds.update(zip(port.ids, ids, strict=True))
+    inputs, seeds = _tangent_inputs(b, graph, wrt)
     t = forward(b, stop, active, seeds)
     out = graph.outputs[of]
     outputs = {"value": out, "jvp": Port(out.shape, tuple(_zero_or(b, t, i) for i in out.ids))}
@@ -344,13 +338,7 @@ def hvp(graph: Graph, of: str | None = None, wrt=None) -> Graph:
     b, grads = _gradient_nodes(graph, of, wrt)
     stop = len(b.nodes)
     active = active_nodes(b, _sources(graph, wrt))
-    inputs = dict(graph.inputs)
-    seeds = {}
-    for name in wrt:
-        port = graph.inputs[name]
-        ids = tuple(b.input(tangent_name(name), k) for k in range(port.size))
-        inputs[tangent_name(name)] = Port(port.shape, ids)
-        seeds.update(zip(port.ids, ids, strict=True))
+    inputs, seeds = _tangent_inputs(b, graph, wrt)
     t = forward(b, stop, active, seeds)
     outputs = {"value": graph.outputs[of]}
     for name in wrt:
@@ -376,6 +364,19 @@ def hessian_diagonal(graph: Graph, of: str | None = None, wrt=None) -> Graph:
             _zero_or(b, forward(b, stop, active, {j: one}), g)
             for j, g in zip(ids, grads[name], strict=True)))
     return b.graph(dict(graph.inputs), outputs)
+
+
+def _tangent_inputs(b: Builder, graph: Graph, wrt: list[str]) -> tuple[dict, dict]:
+    """The graph's inputs plus "@t:NAME" for each input in `wrt`, and the forward seeds
+    (input element -> its tangent input)."""
+    inputs = dict(graph.inputs)
+    seeds = {}
+    for name in wrt:
+        port = graph.inputs[name]
+        ids = tuple(b.input(tangent_name(name), k) for k in range(port.size))
+        inputs[tangent_name(name)] = Port(port.shape, ids)
+        seeds.update(zip(port.ids, ids, strict=True))
+    return inputs, seeds
 
 
 def _gradient_nodes(graph: Graph, of: str, wrt: list[str]) -> tuple[Builder, dict]:

@@ -76,6 +76,8 @@ def build_parser() -> argparse.ArgumentParser:
     _of_wrt(p)
     p.add_argument("--latex", action="store_true", help="LaTeX instead of plain text")
     p.add_argument("--cse", action="store_true", help="shared subexpressions as assignments")
+    p.add_argument("--simplify", action="store_true",
+                   help="simplify each derivative with SymPy first (can be slow)")
     p.add_argument("--json", action="store_true", help="machine-readable output")
     _limit_option(p)
 
@@ -467,10 +469,15 @@ def cmd_diff(args) -> int:
     if args.json or not args.cse:  # JSON writes every element out in full
         symbolic.refuse_to_print(prog.derivative("jacobian", of, _wrt(args)), of)
     derivs = prog.symbolic_jacobian(of=of, wrt=_wrt(args))
+    if args.simplify:
+        import sympy
+        derivs = {name: (d.applyfunc(sympy.simplify) if hasattr(d, "applyfunc")
+                         else sympy.simplify(d)) for name, d in derivs.items()}
     if args.json:
         print(json.dumps({"of": of, "derivatives": symbolic.derivatives_json(derivs)}))
     else:
-        print(symbolic.format_derivatives(derivs, of, latex=args.latex, cse=args.cse))
+        print(symbolic.format_derivatives(derivs, of, latex=args.latex, cse=args.cse,
+                                          out_shape=prog.outputs[of]))
     return EXIT_OK
 
 

@@ -41,7 +41,7 @@ EXAMPLES = {
     "diff": [
         "diffdsl diff examples/det2.dd",
         "diffdsl diff examples/det2.dd --latex",
-        "diffdsl diff examples/rosenbrock.dd --cse",
+        "diffdsl diff examples/piecewise.dd --simplify",
     ],
     "check": [
         "diffdsl check examples/det3.dd",
