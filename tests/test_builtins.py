@@ -61,7 +61,7 @@ BINARY = {
 LANGUAGE_BUILTINS = set(
     "exp log log1p expm1 log2 log10 sqrt cbrt sin cos tan asin acos atan sinh cosh tanh asinh "
     "acosh atanh abs sign floor ceil erf atan2 hypot pow min max sum prod dot transpose trace "
-    "minor zeros ones eye len rows cols size pi".split()
+    "minor zeros ones eye len rows cols size pi lgamma".split()
 )
 
 
