@@ -20,7 +20,7 @@ import numpy as np
 
 from . import limits as limits_
 from . import syntax as s
-from .builtins import BUILTINS
+from .builtins import BUILTINS, GENERATOR_BUILTINS, reduce_items
 from .errors import (
     AssignmentError,
     LimitError,
@@ -330,6 +330,8 @@ class _Lowerer:
             return self.input_values[name]
         if name == "pi":
             return np.pi
+        if name == "inf":
+            return math.inf
         if name in self.functions or name in BUILTINS:
             raise TypeMismatchError(f"'{name}' is a function; call it with arguments", span)
         if name in self.input_values:
@@ -345,11 +347,10 @@ class _Lowerer:
         return scope is not None and not isinstance(scope, _FunctionScope)
 
     def _suggest(self, name: str, scope) -> str | None:
-        known = set(scope) | set(self.consts) | set(self.functions) | set(BUILTINS) | {"pi"}
+        known = set(scope) | set(self.consts) | set(self.functions) | set(BUILTINS) | {"pi", "inf"}
         if self._at_top(scope):
             known |= set(self.input_values)
-        close = difflib.get_close_matches(name, sorted(known), n=1, cutoff=0.6)
-        return f"did you mean '{close[0]}'?" if close else None
+        return _did_you_mean(name, known)
 
     # expressions ---------------------------------------------------------------------------
     def expr(self, e, scope):
@@ -504,18 +505,17 @@ class _Lowerer:
     def e_GenCall(self, e: s.GenCall, scope):
         if e.func in self.functions:
             raise TypeMismatchError(f"'{e.func}' is a def; a generator argument works only with "
-                                    "sum, prod, min and max", e.func_span)
-        if e.func not in ("sum", "prod", "min", "max"):
-            raise TypeMismatchError(f"'{e.func}' does not take a generator; only sum, prod, min "
-                                    "and max do", e.func_span)
+                                    f"{', '.join(GENERATOR_BUILTINS)}", e.func_span)
+        if e.func not in GENERATOR_BUILTINS:
+            raise TypeMismatchError(f"'{e.func}' does not take a generator; only "
+                                    f"{', '.join(GENERATOR_BUILTINS[:-1])} and "
+                                    f"{GENERATOR_BUILTINS[-1]} do", e.func_span)
         items: list = []
         self.generate(e.elt, e.clauses, 0, scope, items)
-        return self.v.reduce(e.func, items, e.span)
+        return reduce_items(self.v, e.func, items, e.span)
 
     def _suggest_function(self, name: str) -> str | None:
-        known = sorted(set(self.functions) | set(BUILTINS))
-        close = difflib.get_close_matches(name, known, n=1, cutoff=0.6)
-        return f"did you mean '{close[0]}'?" if close else None
+        return _did_you_mean(name, set(self.functions) | set(BUILTINS))
 
     def call(self, fn: _Function, args: list, e: s.Call):
         if len(args) != len(fn.params):
@@ -549,6 +549,41 @@ class _Lowerer:
             self.depth -= 1
         self.memo[key] = result
         return result
+
+
+def spelling_distance(a: str, b: str) -> int:
+    """Edits between two names (insert, delete, replace, or swap two neighbours), ignoring case."""
+    a, b = a.lower(), b.lower()
+    prev2, prev = None, list(range(len(b) + 1))
+    for i in range(1, len(a) + 1):
+        cur = [i] + [0] * len(b)
+        for j in range(1, len(b) + 1):
+            cur[j] = min(prev[j] + 1, cur[j - 1] + 1, prev[j - 1] + (a[i - 1] != b[j - 1]))
+            if i > 1 and j > 1 and a[i - 1] == b[j - 2] and a[i - 2] == b[j - 1]:
+                cur[j] = min(cur[j], prev2[j - 2] + 1)
+        prev2, prev = prev, cur
+    return prev[len(b)]
+
+
+def close_names(name: str, known) -> list[str]:
+    """Known names close in spelling to `name`, closest first: at most one edit for names of up
+    to 4 letters, two up to 8, three beyond, and always fewer edits than `name` has letters (so
+    `softmax` is not `max`, nor `inv` `sin`)."""
+    allowed = min(1 if len(name) <= 4 else 2 if len(name) <= 8 else 3, len(name) - 1)
+    scored = []
+    for other in known:
+        if other == name or abs(len(other) - len(name)) > allowed:
+            continue
+        d = spelling_distance(name, other)
+        if d <= allowed:
+            ratio = difflib.SequenceMatcher(None, name, other).ratio()
+            scored.append((d, -ratio, other))
+    return [other for _, _, other in sorted(scored)]
+
+
+def _did_you_mean(name: str, known) -> str | None:
+    close = close_names(name, known)
+    return f"did you mean '{close[0]}'?" if close else None
 
 
 def _range_length(r: range) -> int:

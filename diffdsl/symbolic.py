@@ -226,6 +226,8 @@ SYMPY_FUNCS: dict[str, Callable] = {
     "floor": lambda a: _apply(sp.floor, a[0].x),
     "ceiling": lambda a: _apply(sp.ceiling, a[0].x),
     "erf": lambda a: _apply(sp.erf, a[0].x),
+    # log|gamma(x)|, as libm's lgamma (SymPy's loggamma is complex for x < 0)
+    "loggamma": lambda a: sp.log(sp.Abs(_apply(sp.gamma, a[0].x))),
     "Not": lambda a: sp.Not(a[0].cond),
     "Add": lambda a: a[0].x + a[1].x,
     "sub": lambda a: a[0].x - a[1].x,

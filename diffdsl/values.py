@@ -20,7 +20,7 @@ from .errors import (
     StaticValueError,
     TypeMismatchError,
 )
-from .ops import ARITHMETIC, COMPARISONS
+from .ops import ARITHMETIC, COMPARISONS, py_lgamma
 
 
 class Dyn:
@@ -428,5 +428,7 @@ def static_real(name: str, *xs: float) -> float:
         return xs[0] if xs[0] >= xs[1] else xs[1]
     if name == "erf":
         return math.erf(xs[0])
+    if name == "lgamma":
+        return py_lgamma(xs[0])
     with np.errstate(all="ignore"):
         return float(_NP_STATIC[name](*(np.float64(x) for x in xs)))

@@ -7,6 +7,7 @@ of the table; `test_every_op_is_covered` fails when an op is added without a cas
 
 import math
 
+import mpmath
 import numpy as np
 import pytest
 
@@ -44,6 +45,8 @@ UNARY = {
     "floor": (np.floor, -5.0, 5.0),
     "ceil": (np.ceil, -5.0, 5.0),
     "erf": (np.vectorize(math.erf, otypes=[float]), -3.0, 3.0),
+    "lgamma": (np.vectorize(lambda x: float(mpmath.log(abs(mpmath.gamma(x)))), otypes=[float]),
+               0.1, 5.0),
 }
 
 # name -> (NumPy reference, low, high) for both arguments.
@@ -58,7 +61,7 @@ BINARY = {
 LANGUAGE_BUILTINS = set(
     "exp log log1p expm1 log2 log10 sqrt cbrt sin cos tan asin acos atan sinh cosh tanh asinh "
     "acosh atanh abs sign floor ceil erf atan2 hypot pow min max sum prod dot transpose trace "
-    "minor zeros ones eye len rows cols size pi".split()
+    "minor zeros ones eye len rows cols size pi lgamma".split()
 )
 
 
@@ -403,7 +406,7 @@ OP_CASES = {
         "sqrt": 0.7, "cbrt": -0.7, "sin": 0.7, "cos": 0.7, "tan": 0.7, "asin": 0.7,
         "acos": 0.7, "atan": 0.7, "sinh": 0.7, "cosh": 0.7, "tanh": 0.7, "asinh": 0.7,
         "acosh": 1.7, "atanh": 0.7, "abs": -0.7, "sign": -0.7, "floor": -0.7, "ceil": -0.7,
-        "erf": 0.7,
+        "erf": 0.7, "lgamma": 0.7,
     }.items()
 }
 OP_CASES.update({

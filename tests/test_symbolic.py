@@ -177,6 +177,7 @@ OP_ARGS = {
     "floor": lambda b, x, y, z: [b.mul(x, b.const(3.0))],
     "ceil": lambda b, x, y, z: [b.mul(x, b.const(3.0))],
     "erf": lambda b, x, y, z: [_shift(b, x)],
+    "lgamma": lambda b, x, y, z: [_shift(b, x)],
     "not": lambda b, x, y, z: [b.op("gt", x, y)],
     "add": lambda b, x, y, z: [x, y],
     "sub": lambda b, x, y, z: [x, y],
@@ -238,7 +239,9 @@ def test_op_derivative_matches_sympy_and_finite_differences(case):
     report = check(op_graph(case), points=3, seed=2)
     assert report["ok"], format_check(report)
     for name, entry in report["symbolic"]["out"].items():
-        assert entry["status"] in ("proven", "numeric50"), (case, name, entry)
+        # lgamma's derivative is digamma by a series accurate to about 1e-15, not exactly
+        want = ("proven", "numeric50") + (("rounding",) if case == "lgamma" else ())
+        assert entry["status"] in want, (case, name, entry)
 
 
 def test_our_derivatives_equal_sympy_derivatives_for_a_matrix_program():

@@ -410,13 +410,18 @@ def _sim_erf(x):
     return np.asarray(x).dtype.type(math.erf(x))
 
 
+def _sim_lgamma(x):
+    from ..ops import py_lgamma  # +inf at the poles, where Python's math.lgamma raises
+    return np.asarray(x).dtype.type(py_lgamma(float(x)))
+
+
 class _SimMath(types.SimpleNamespace):
     """`math` as a GPU computes it: NaN or infinity where Python's math raises, and results of
     the arguments' NumPy type (float32 stays float32)."""
 
 
 _SIM_MATH = _SimMath(
-    pi=math.pi, e=math.e, inf=math.inf, nan=math.nan, erf=_sim_erf,
+    pi=math.pi, e=math.e, inf=math.inf, nan=math.nan, erf=_sim_erf, lgamma=_sim_lgamma,
     exp=_ieee(np.exp), log=_ieee(np.log), log1p=_ieee(np.log1p), expm1=_ieee(np.expm1),
     log2=_ieee(np.log2), log10=_ieee(np.log10), sqrt=_ieee(np.sqrt), sin=_ieee(np.sin),
     cos=_ieee(np.cos), tan=_ieee(np.tan), asin=_ieee(np.arcsin), acos=_ieee(np.arccos),

@@ -176,6 +176,8 @@ def _tape_run(code, args, dest, consts, V, count, one, zero):
             x = _round(a, True, one)
         elif op == Op.ERF:
             x = _math.erf(a)
+        elif op == Op.LGAMMA:
+            x = _math.lgamma(a)
         elif op == Op.NOT:
             x = one if a == 0 else zero
         elif op == Op.AND:

@@ -144,6 +144,8 @@ def run(code, args, consts, outputs, X, r, OUT, v):
             v[i] = np.ceil(a)
         elif op == Op.ERF:
             v[i] = math.erf(a)
+        elif op == Op.LGAMMA:
+            v[i] = math.lgamma(a)
         elif op == Op.NOT:
             v[i] = 1.0 if a == 0 else 0.0
         elif op == Op.AND:
