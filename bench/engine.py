@@ -11,7 +11,7 @@
    (above 1: diffdsl faster).
 3. Compile: kernel build per node (text to loaded machine code) for det gradients and a
    10^6-element Jacobian; whole processes: cold `diffdsl grad` (empty cache) and warm.
-4. Memory: RSS added per program for 200 distinct programs, and after they are dropped.
+4. Memory: RSS added per program for 2,000 distinct programs, and after they are dropped.
 5. Threads: a batch on one thread against all threads, by rows x nodes, to place
    `cpu.PARALLEL_WORK` (the work below which a batch runs serially).
 """
@@ -228,7 +228,7 @@ def main() -> None:
     ap.add_argument("--markdown", action="store_true")
     ap.add_argument("--rounds", type=int, default=5)
     ap.add_argument("--target", type=float, default=0.2)
-    ap.add_argument("--programs", type=int, default=200)
+    ap.add_argument("--programs", type=int, default=2000)
     args = ap.parse_args()
     if args.quick:
         args.rounds, args.target = 3, 0.1

@@ -190,7 +190,7 @@ _row("erf", 1, math.erf, "_erf({0})", "math.erf({0})", "erf",
 # digamma, is not in libm: `digamma_graph` builds it from other ops, so lgamma's derivatives of
 # every order come from differentiating that graph.
 _row("lgamma", 1, lambda x: py_lgamma(x),
-     "__import__('diffdsl.ops', fromlist=['np_lgamma']).np_lgamma({0})", "math.lgamma({0})",
+     "_lgamma({0})", "math.lgamma({0})",
      "loggamma",
      lambda g, a, out, ct: (g.mul(ct, digamma_graph(g, a[0])),),
      ll=_libm("lgamma"))
@@ -304,14 +304,6 @@ def py_lgamma(x: float) -> float:
         return math.lgamma(x)
     except (ValueError, OverflowError):
         return math.inf
-
-
-def np_lgamma(x):
-    """lgamma over a NumPy array or scalar, of its dtype (the NumPy interpreter's spelling)."""
-    import numpy as np
-    arr = np.asarray(x)
-    out = np.vectorize(py_lgamma, otypes=[np.float64])(arr.astype(np.float64))
-    return out.astype(arr.dtype) if arr.dtype.kind == "f" else out
 
 
 # digamma(x) = d/dx lgamma(x), from ops already in the table, through the emitter `g`:

@@ -190,9 +190,11 @@ def test_kernels_are_freed_with_their_programs():
     assert library() is None
 
 
-def test_two_thousand_programs_in_one_process():
+def test_many_programs_in_one_process():
+    """Distinct kernels load and unload side by side (bench/engine.py runs 2,000 and measures
+    the memory; 300 here keep the suite quick)."""
     x = np.array([0.5, 1.5])
-    for k in range(2000):
+    for k in range(300):
         prog = diffdsl.compile(f"input x[2]\noutput y = sum(x * {k})\n", backend="cpu",
                                cache=False)
         assert prog.grad(x=x)["x"].tolist() == [float(k), float(k)]

@@ -7,7 +7,7 @@ import math
 import numpy as np
 
 from ..ir import Graph
-from ..ops import OPS
+from ..ops import OPS, py_lgamma
 
 _erf = np.frompyfunc(math.erf, 1, 1)
 
@@ -16,13 +16,21 @@ def _erf_array(x):
     return np.asarray(_erf(x), dtype=np.asarray(x).dtype)
 
 
-# One compiled lambda per op, made from the table's NumPy spelling.
+def _lgamma_array(x):
+    """libm's lgamma (as the compiled code calls it) over an array, of its dtype."""
+    arr = np.asarray(x)
+    out = np.vectorize(py_lgamma, otypes=[np.float64])(arr.astype(np.float64))
+    return out.astype(arr.dtype) if arr.dtype.kind == "f" else out
+
+
+# The names the table's NumPy spellings use, and one compiled lambda per op made from them.
+NAMESPACE = {"np": np, "_erf": _erf_array, "_lgamma": _lgamma_array}
 _FUNCS = {}
 for _name, _row in OPS.items():
     if _row.arity:
         _args = ", ".join(f"a{k}" for k in range(_row.arity))
         _body = _row.np.format(*(f"a{k}" for k in range(_row.arity)))
-        _FUNCS[_name] = eval(f"lambda {_args}: {_body}", {"np": np, "_erf": _erf_array})
+        _FUNCS[_name] = eval(f"lambda {_args}: {_body}", dict(NAMESPACE))
 
 
 def evaluate(graph: Graph, inputs: dict[str, np.ndarray], dtype=np.float64) -> dict:
