@@ -185,3 +185,19 @@ def test_messages_use_python_words_in_python_and_flags_on_the_command_line(capsy
     assert "--inputs NAME=VALUE" in err
     _, _, err = run(capsys, "eval", two, "--inputs", "a=1", "--limit", "nodes=1")
     assert "--limit nodes=N" in err
+
+
+@pytest.mark.parametrize("source", [
+    "input b\noutput y = " + "**".join(["b"] * 400) + "\n",
+    "input x\ny = x\n" + "y = sin(y)\n" * 5000 + "output out = y\n",
+], ids=["power tower", "5000 lines"])
+def test_printers_and_drawers_survive_deep_graphs(capsys, tmp_path, source):
+    path = tmp_path / "deep.dd"
+    path.write_text(source)
+    code, out, err = run(capsys, "graph", path, "--grad", "-o", tmp_path / "g.dot")
+    assert code == 0, err
+    assert (tmp_path / "g.dot").read_text().startswith("digraph")
+    code, out, err = run(capsys, "diff", path)
+    assert code in (0, 2) and "Traceback" not in err
+    if code == 2:
+        assert "--cse" in err  # refused with a way out, before any SymPy work
