@@ -210,6 +210,15 @@ def _entries(plan: _Layout, n_ports: int, t: str, data_offset: int) -> list[str]
         "i64 %end, ptr noalias %s) nounwind {",
         "entry:",
         f"  %p = alloca ptr, i64 {max(n_ports, 1)}",
+    ]
+    for k in range(n_ports):  # read once, before the loop
+        rows += [
+            f"  %base{k}.a = getelementptr inbounds ptr, ptr %ports, i64 {k}",
+            f"  %base{k} = load ptr, ptr %base{k}.a",
+            f"  %stride{k}.a = getelementptr inbounds i64, ptr %strides, i64 {k}",
+            f"  %stride{k} = load i64, ptr %stride{k}.a",
+        ]
+    rows += [
         "  %empty = icmp sge i64 %begin, %end",
         "  br i1 %empty, label %done, label %loop",
         "loop:",
@@ -217,10 +226,6 @@ def _entries(plan: _Layout, n_ports: int, t: str, data_offset: int) -> list[str]
     ]
     for k in range(n_ports):
         rows += [
-            f"  %base{k}.a = getelementptr inbounds ptr, ptr %ports, i64 {k}",
-            f"  %base{k} = load ptr, ptr %base{k}.a",
-            f"  %stride{k}.a = getelementptr inbounds i64, ptr %strides, i64 {k}",
-            f"  %stride{k} = load i64, ptr %stride{k}.a",
             f"  %off{k} = mul i64 %r, %stride{k}",
             f"  %row{k} = getelementptr inbounds {t}, ptr %base{k}, i64 %off{k}",
             f"  %slot{k} = getelementptr inbounds ptr, ptr %p, i64 {k}",

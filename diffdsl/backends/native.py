@@ -3,13 +3,14 @@
 Compiling turns the emitter's text into object code for this CPU; loading links object code
 (fresh, or read from the disk cache) into one process-wide ORC JIT as a library of its own,
 which is unloaded when its `Library` is dropped, so programs no longer referenced give their
-memory back. Neither step imports Numba.
+memory back (all but about 20 KB a library: the JIT keeps each library's name and symbol
+table). Neither step imports Numba.
 
-Small graphs run LLVM's O2 pipeline and code generator (inlining the row into the row loop,
-folding address arithmetic). Big ones skip the pipeline and generate code at O0 (fast
-instruction selection and register allocation): measured on det gradients of 5,000 to 64,000
-nodes, that compiles at 2.5 to 3 us a node instead of 50 to 100, and the code runs 1.1 to 1.25
-times as long (bench/engine.py, README).
+Small graphs run a short optimisation pipeline and the O2 code generator (inlining the row
+into the row loop, folding address arithmetic). Big ones skip the pipeline and generate code
+at O0 (fast instruction selection and register allocation): measured on det gradients of
+5,000 to 64,000 nodes, that compiles at 2.5 to 3 us a node instead of 50 to 100, and the code
+runs 1.1 to 1.25 times as long (bench/engine.py, README).
 """
 
 from __future__ import annotations
@@ -23,7 +24,7 @@ import threading
 import llvmlite
 import llvmlite.binding as llvm
 
-# Graphs up to this many nodes get the optimisation pipeline and O2 code generation.
+# Graphs up to this many nodes get the optimisation passes and O2 code generation.
 OPTIMIZE_NODES = 2000
 
 # What the code may call: libm's functions (directly or through the intrinsics that lower to
@@ -86,15 +87,32 @@ def compile_ir(text: str, nodes: int) -> bytes:
     (fast, optimizing), _ = _machine()
     small = nodes <= OPTIMIZE_NODES
     tm = optimizing if small else fast
-    module = llvm.parse_assembly(text)
+    # A context of its own, dropped with the module: the global one keeps every constant and
+    # type ever parsed (about 100 KB a kernel, never freed).
+    context = llvm.create_context()
+    module = llvm.parse_assembly(text, context=context)
     module.triple = tm.triple
     module.data_layout = str(tm.target_data)
     module.verify()
     if small:
-        pto = llvm.create_pipeline_tuning_options(speed_level=2)
-        pb = llvm.create_pass_builder(tm, pto)
-        pb.getModulePassManager().run(module, pb)
+        _optimize(module, tm)
     return tm.emit_object(module)
+
+
+def _optimize(module, tm) -> None:
+    """A short pipeline of our own: inline the segment into the entries, promote the port
+    array to registers, combine and simplify. (llvmlite's ready-made O2 pipeline keeps about
+    90 KB a run that it never frees; this one runs within 7 % of its speed on det3.)"""
+    pto = llvm.create_pipeline_tuning_options(speed_level=2)
+    pb = llvm.create_pass_builder(tm, pto)
+    mpm = llvm.create_new_module_pass_manager()
+    mpm.add_always_inliner_pass()
+    mpm.add_sroa_pass()
+    mpm.add_instruction_combine_pass()
+    mpm.add_simplify_cfg_pass()
+    mpm.add_new_gvn_pass()
+    mpm.add_instruction_combine_pass()
+    mpm.run(module, pb)
 
 
 class _MethodDef(ctypes.Structure):
