@@ -17,6 +17,7 @@ a folder the user put there, even one holding a `kernel.py`, is not diffdsl's to
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import os
@@ -185,16 +186,27 @@ def _holds(path: Path, data: bytes) -> bool:
 
 def write_atomic(path: Path, data: str | bytes) -> None:
     """Write `data` so that readers see the old file or the new one, never a part."""
-    mode = _mode_for(path)
-    # A unique temporary name beside the target: never a user's file, never another writer's.
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        os.chmod(tmp, mode)  # mkstemp makes it 0600; the result keeps the mode it should have
-        with os.fdopen(fd, "wb" if isinstance(data, bytes) else "w",
-                       encoding=None if isinstance(data, bytes) else "utf-8") as f:
+    with atomic_path(path) as tmp:
+        with open(tmp, "wb" if isinstance(data, bytes) else "w",
+                  encoding=None if isinstance(data, bytes) else "utf-8") as f:
             f.write(data)
             f.flush()
             os.fsync(f.fileno())
+
+
+@contextlib.contextmanager
+def atomic_path(path: Path):
+    """A temporary file to write `path`'s new content into, renamed over `path` when the block
+    ends without an error and removed when it fails. Its name is unique in `path`'s folder
+    (never a user's file, never another writer's) and it keeps `path`'s suffix, for tools that
+    choose a format by it; the result keeps the mode `path` had (a new file: the umask's)."""
+    path = Path(path)
+    mode = _mode_for(path)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.stem}.", suffix=path.suffix)
+    os.close(fd)
+    try:
+        os.chmod(tmp, mode)  # mkstemp makes it 0600
+        yield Path(tmp)
         os.replace(tmp, path)
     except BaseException:
         try:

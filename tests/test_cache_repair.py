@@ -147,3 +147,34 @@ def test_a_damaged_cuda_module_entry_is_rewritten(tmp_path, damage):
     assert path.read_text() == source and store.owns(path.parent)
     assert not (path.parent / "__pycache__").exists()  # Numba's stale code goes with it
     assert store.module_path("k" * 64, source) == path
+
+
+def _cli(*args, cwd):
+    return subprocess.run([sys.executable, "-m", "diffdsl", *args], capture_output=True,
+                          text=True, cwd=cwd, check=False)
+
+
+def test_written_files_keep_their_mode_and_never_take_a_users_name(tmp_path):
+    (tmp_path / "f.dd").write_text(SOURCE)
+    graph, out = tmp_path / "g.dot", tmp_path / "out.npz"
+    mine = tmp_path / "out.npz.tmp.npz"
+    for path in (graph, out, mine):
+        path.write_text("old")
+        path.chmod(0o644)
+    assert _cli("graph", "f.dd", "-o", "g.dot", cwd=tmp_path).returncode == 0
+    done = _cli("eval", "f.dd", "--inputs", "x=[1, 2]", "--output", "out.npz", cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    assert graph.read_text().startswith("digraph") and np.load(out)["y"].shape == ()
+    for path in (graph, out, mine):
+        assert stat.S_IMODE(path.stat().st_mode) == 0o644
+    assert mine.read_text() == "old"  # the user's file of that name is theirs
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["f.dd", "g.dot", "out.npz",
+                                                         "out.npz.tmp.npz"]
+
+
+def test_a_new_file_gets_the_umask_mode(tmp_path):
+    (tmp_path / "f.dd").write_text(SOURCE)
+    assert _cli("graph", "f.dd", "-o", "new.dot", cwd=tmp_path).returncode == 0
+    umask = os.umask(0)
+    os.umask(umask)
+    assert stat.S_IMODE((tmp_path / "new.dot").stat().st_mode) == 0o666 & ~umask
