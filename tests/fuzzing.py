@@ -193,15 +193,20 @@ def programs(draw, mutate=True):
                            unique=True))
     lines = [f"input {n}" + {"x": "", "v": "[2]", "A": "[2, 2]"}[n] for n in inputs]
     env = {n: {"x": "s", "v": "v", "A": "m"}[n] for n in inputs}
-    depth = draw(st.integers(1, 3))
+    depth = draw(st.integers(1, 4))
     if draw(st.booleans()):
         lines.append(f"const c = {draw(st.sampled_from(NUMBERS))}")
         env["c"] = "s"
     if draw(st.booleans()):
-        body = draw(scalar({"a": "s", "b": "s", **({"c": "s"} if "c" in env else {})}, 2))
-        lines.append(f"def f(a, b) = {body}")
+        params = {"a": "s", "b": "s", **({"c": "s"} if "c" in env else {})}
+        body = draw(scalar(params, 2))
+        if draw(st.booleans()):
+            lines.append(f"def f(a, b) = {body}")
+        else:  # a body with a dynamic if and a return
+            lines += ["def f(a, b) {", f"    r = {body}", f"    if a > b {{ r = r * "
+                      f"{draw(scalar(params, 1))} }}", "    return r", "}"]
         env["f"] = "def"
-    for k in range(draw(st.integers(0, 3))):
+    for k in range(draw(st.integers(0, 4))):
         lines.extend(draw(statement(env, depth, k)))
     lines.append(f"output y = {draw(scalar(env, depth))}")
     if draw(st.integers(0, 3)) == 0:
@@ -216,11 +221,16 @@ def programs(draw, mutate=True):
 def statement(draw, env, depth, k):
     """One statement that binds `t{k}` (a scalar or a vector), as lines of text."""
     name = f"t{k}"
-    kind = draw(st.sampled_from(["assign", "assign", "vassign", "loop", "if"]))
-    if kind == "vassign":
+    kind = draw(st.sampled_from(["assign", "assign", "vassign", "loop", "if", "setitem"]))
+    if kind in ("vassign", "setitem"):
         value = draw(vector(env, depth - 1))
         env[name] = "v"
-        return [f"{name} = {value}"]
+        if kind == "vassign":
+            return [f"{name} = {value}"]
+        return [f"{name} = {value}", f"{name}[{draw(st.integers(-2, 1))}] = "
+                f"{draw(scalar(env, depth - 1))}",
+                f"{name} {draw(st.sampled_from(['+=', '*=', '-=', '/=']))} "
+                f"{draw(vector(env, depth - 1))}"]
     value = draw(scalar(env, depth - 1))
     if kind == "assign":
         env[name] = "s"
@@ -291,7 +301,12 @@ def _located(exc: DiffDSLError) -> Outcome:
 
 
 def _point(prog, rng, rows=None) -> dict:
+    """Random inputs; one time in three, small integers, so that ties (`max(a, b)` with
+    a == b), kinks (`abs(0)`) and the edges of domains (`sqrt(0)`, `log(1)`) are met."""
     lead = () if rows is None else (rows,)
+    if rng.integers(3) == 0:
+        return {n: rng.integers(-2, 3, size=lead + tuple(s)).astype(float)
+                for n, s in prog.inputs.items()}
     return {n: rng.normal(size=lead + tuple(s)) for n, s in prog.inputs.items()}
 
 
@@ -321,22 +336,26 @@ def _finite_differences(prog, point, jac, rng) -> Outcome:
     direction = {n: rng.normal(size=np.shape(v)) for n, v in point.items()}
     # J·d for each element of y (y may be an array when a mutation made it one)
     along = sum(np.tensordot(jac[n], direction[n], axes=np.ndim(direction[n])) for n in jac)
-    steps = []
-    for h in (1e-4, 5e-5):
-        plus = {n: point[n] + h * direction[n] for n in point}
-        minus = {n: point[n] - h * direction[n] for n in point}
-        hi = prog.evaluate(plus, backend="numpy")["y"]
-        lo = prog.evaluate(minus, backend="numpy")["y"]
-        steps.append((np.asarray(hi) - np.asarray(lo)) / (2 * h))
-    values = [along, *steps, prog.evaluate(point, backend="numpy")["y"]]
-    if not all(np.all(np.isfinite(v)) for v in values):
+
+    def y(t):
+        moved = {n: point[n] + t * direction[n] for n in point}
+        return np.asarray(prog.evaluate(moved, backend="numpy")["y"], dtype=float)
+
+    h = 1e-4
+    at = {t: y(t) for t in (-h, -h / 2, 0.0, h / 2, h)}
+    if not all(np.all(np.isfinite(v)) for v in at.values()):
         return Outcome("evaluated", "finite differences skipped: not finite")
-    scale = 1 + np.abs(along) + np.abs(steps[1])
-    if np.any(np.abs(steps[0] - steps[1]) > 1e-5 * scale):
+    central = [(at[h] - at[-h]) / (2 * h), (at[h / 2] - at[-h / 2]) / h]
+    left, right = (at[0.0] - at[-h / 2]) / (h / 2), (at[h / 2] - at[0.0]) / (h / 2)
+    scale = 1 + np.abs(along) + np.abs(central[1])
+    # Smooth here: two step sizes agree (no jump nearby) and so do the slopes on either side
+    # (no kink at the point, where central differences average the two slopes).
+    if np.any(np.abs(central[0] - central[1]) > 1e-5 * scale) or \
+            np.any(np.abs(left - right) > 1e-2 * scale):
         return Outcome("evaluated", "finite differences skipped: not smooth here")
-    if np.any(np.abs(along - steps[1]) > 1e-4 * scale):
+    if np.any(np.abs(along - central[1]) > 1e-4 * scale):
         return Outcome("disagreement", f"Jacobian along a direction {along!r} vs central "
-                                       f"differences {steps!r} at {point!r}")
+                                       f"differences {central!r} at {point!r}")
     return Outcome("evaluated")
 
 
