@@ -21,6 +21,8 @@ import contextlib
 import hashlib
 import json
 import os
+import pickle
+import pickletools
 import platform
 import shutil
 import sys
@@ -85,6 +87,10 @@ class KernelCache:
         path = folder / MODULE_FILE
         try:
             if _holds(path, source.encode("utf-8")) and self.owns(folder):
+                if not _numba_files_load(folder / "__pycache__"):
+                    # Numba raises on a damaged index or data file instead of recompiling:
+                    # its machine code goes, and it compiles and writes it afresh.
+                    shutil.rmtree(folder / "__pycache__", ignore_errors=True)
                 return path
         except OSError:
             pass  # unreadable: repaired below like any other damage
@@ -176,6 +182,29 @@ class KernelCache:
         for entry in entries:
             shutil.rmtree(entry, ignore_errors=True)
         return len(entries)
+
+
+def _numba_files_load(folder: Path) -> bool:
+    """Whether Numba can read every file it keeps for a module: each `*.nbi` index (a pickled
+    version, then a pickled body, small: loaded as Numba loads it) and each `*.nbc` data file
+    (one pickle of a kernel: only its opcodes are walked, so nothing is built, no GPU
+    touched). These files sit in this cache's own entries, written by Numba for this user."""
+    if not folder.is_dir():
+        return True
+    try:
+        for path in sorted(folder.iterdir()):
+            if path.suffix == ".nbi":
+                with path.open("rb") as f:
+                    pickle.load(f)
+                    pickle.loads(f.read())
+            elif path.suffix == ".nbc":
+                data = path.read_bytes()
+                end = max((pos for _, _, pos in pickletools.genops(data)), default=-1)
+                if end != len(data) - 1:  # the STOP opcode must be the last byte
+                    return False
+    except Exception:  # noqa: BLE001 - garbage can make unpickling raise anything
+        return False
+    return True
 
 
 def _holds(path: Path, data: bytes) -> bool:

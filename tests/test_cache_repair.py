@@ -178,3 +178,19 @@ def test_a_new_file_gets_the_umask_mode(tmp_path):
     umask = os.umask(0)
     os.umask(umask)
     assert stat.S_IMODE((tmp_path / "new.dot").stat().st_mode) == 0o666 & ~umask
+
+
+@pytest.mark.parametrize("suffix", [".nbi", ".nbc"])
+def test_garbage_in_numbas_files_of_a_cuda_entry_is_dropped(tmp_path, suffix):
+    """Numba raises on a damaged index or data file rather than recompiling."""
+    import pickle
+    store = cache.KernelCache(tmp_path)
+    path = store.module_path("k" * 64, "X = 1\n")
+    numba_dir = path.parent / "__pycache__"
+    numba_dir.mkdir()
+    good = pickle.dumps(1) + pickle.dumps((2, {}))
+    (numba_dir / "kernel.f-1.py312.nbi").write_bytes(good)
+    (numba_dir / "kernel.f-1.py312.0.nbc").write_bytes(pickle.dumps((b"ptx" * 100, 3), -1))
+    assert store.module_path("k" * 64, "X = 1\n") == path and numba_dir.is_dir()
+    (numba_dir / f"kernel.f-1.py312.1{suffix}").write_bytes(b"\x80\x05garbage")
+    assert store.module_path("k" * 64, "X = 1\n") == path and not numba_dir.exists()
