@@ -86,7 +86,8 @@ class KernelCache:
         folder = self.root / key
         path = folder / MODULE_FILE
         try:
-            if _holds(path, source.encode("utf-8")) and self.owns(folder):
+            if (not _in_the_way(folder) and _holds(path, source.encode("utf-8"))
+                    and self.owns(folder)):
                 if not _numba_files_load(folder / "__pycache__"):
                     # Numba raises on a damaged index or data file instead of recompiling:
                     # its machine code goes, and it compiles and writes it afresh.
@@ -105,14 +106,21 @@ class KernelCache:
         folder = self.root / key
         if not os.path.lexists(folder):
             return None
+        if _in_the_way(folder):
+            self.drop(key)
+            return None
         try:
             meta = json.loads((folder / META_FILE).read_text(encoding="utf-8"))
             obj = (folder / OBJECT_FILE).read_bytes()
             if (isinstance(meta, dict) and meta.get("sha256") == hashlib.sha256(obj).hexdigest()
                     and self.owns(folder)):
                 return obj, meta
+        except FileNotFoundError:
+            # Absent, or another process is writing it (its facts come last): not damage.
+            # Whatever stands in the way of the write is dropped by `_write_entry`.
+            return None
         except (OSError, ValueError):
-            pass  # missing part, not UTF-8, not JSON, a folder for a file: all damage
+            pass  # not UTF-8, not JSON, a folder for a file: damage
         self.drop(key)
         return None
 
@@ -133,6 +141,8 @@ class KernelCache:
         for attempt in (1, 2):
             try:
                 folder = self.root / key
+                if _in_the_way(folder):  # never write through a link, nor into a file
+                    self.drop(key)
                 folder.mkdir(parents=True, exist_ok=True)
                 write_atomic(folder / MARKER_FILE, MARKER_TEXT.format(key=key))
                 for name, data in files:
@@ -156,7 +166,7 @@ class KernelCache:
         """Remove an entry that failed to load, so the next build starts clean. A file or a
         link standing where the entry's folder goes is removed too (never what it points to)."""
         folder = self.root / key
-        if folder.is_symlink() or (os.path.lexists(folder) and not folder.is_dir()):
+        if _in_the_way(folder):
             try:
                 folder.unlink()
             except OSError:
@@ -205,6 +215,11 @@ def _numba_files_load(folder: Path) -> bool:
     except Exception:  # noqa: BLE001 - garbage can make unpickling raise anything
         return False
     return True
+
+
+def _in_the_way(folder: Path) -> bool:
+    """A link or a file where an entry's folder goes: removed, never followed."""
+    return folder.is_symlink() or (os.path.lexists(folder) and not folder.is_dir())
 
 
 def _holds(path: Path, data: bytes) -> bool:
