@@ -9,13 +9,20 @@ atomic (a temporary file, then a rename), so two processes building one kernel b
 An entry whose text differs from what diffdsl would write now (corrupt, truncated, foreign)
 is rewritten, never trusted. Where the folder cannot be written, kernels are built in memory
 with a warning.
+
+Every entry folder holds a marker file, `diffdsl-entry`, whose text names diffdsl and the
+entry's own key (the folder's name). `cache clear` removes only folders whose marker says so:
+a folder the user put there, even one holding a `kernel.py`, is not diffdsl's to delete.
 """
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import os
+import pickle
+import pickletools
 import platform
 import shutil
 import sys
@@ -28,6 +35,8 @@ MODULE_FILE = "kernel.py"
 OBJECT_FILE = "kernel.o"
 META_FILE = "kernel.json"
 PLAN_FILE = "plan.json"  # written by plans.py
+MARKER_FILE = "diffdsl-entry"
+MARKER_TEXT = "diffdsl cache entry {key}\n"
 
 
 def default_root() -> Path:
@@ -77,55 +86,100 @@ class KernelCache:
         folder = self.root / key
         path = folder / MODULE_FILE
         try:
-            if path.is_file() and path.read_text(encoding="utf-8") == source:
+            if (not _in_the_way(folder) and _holds(path, source.encode("utf-8"))
+                    and self.owns(folder)):
+                if not _numba_files_load(folder / "__pycache__"):
+                    # Numba raises on a damaged index or data file instead of recompiling:
+                    # its machine code goes, and it compiles and writes it afresh.
+                    shutil.rmtree(folder / "__pycache__", ignore_errors=True)
                 return path
-            if path.exists():
-                # Corrupt or foreign: drop it with Numba's stale machine code.
-                shutil.rmtree(folder / "__pycache__", ignore_errors=True)
-            folder.mkdir(parents=True, exist_ok=True)
-            write_atomic(path, source)
-            return path
-        except (OSError, UnicodeDecodeError) as exc:
-            raise CacheUnavailable(
-                f"{self.root}: {getattr(exc, 'strerror', None) or exc}") from exc
+        except OSError:
+            pass  # unreadable: repaired below like any other damage
+        # Absent, corrupt or foreign (any part of it): start the entry afresh, so Numba's
+        # stale machine code in `__pycache__` goes with it.
+        self.drop(key)
+        self._write_entry(key, [(MODULE_FILE, source)])
+        return path
 
     def load_object(self, key: str) -> tuple[bytes, dict] | None:
         """Object code and its facts, or None when absent or damaged (then it is dropped)."""
         folder = self.root / key
+        if not os.path.lexists(folder):
+            return None
+        if _in_the_way(folder):
+            self.drop(key)
+            return None
         try:
             meta = json.loads((folder / META_FILE).read_text(encoding="utf-8"))
             obj = (folder / OBJECT_FILE).read_bytes()
-            if meta.get("sha256") == hashlib.sha256(obj).hexdigest():
+            if (isinstance(meta, dict) and meta.get("sha256") == hashlib.sha256(obj).hexdigest()
+                    and self.owns(folder)):
                 return obj, meta
         except FileNotFoundError:
+            # Absent, or another process is writing it (its facts come last): not damage.
+            # Whatever stands in the way of the write is dropped by `_write_entry`.
             return None
-        except (OSError, ValueError, AttributeError):
-            pass
+        except (OSError, ValueError):
+            pass  # not UTF-8, not JSON, a folder for a file: damage
         self.drop(key)
         return None
 
     def store_object(self, key: str, obj: bytes, meta: dict) -> None:
         """Write an entry: the object first, its facts last, so a reader that finds the facts
         finds the object they describe (checked by its hash all the same)."""
-        folder = self.root / key
+        facts = dict(meta, sha256=hashlib.sha256(obj).hexdigest(), bytes=len(obj))
+        self._write_entry(key, [(OBJECT_FILE, obj), (META_FILE, json.dumps(facts))])
+
+    def store_file(self, key: str, name: str, data: str | bytes) -> None:
+        """Write one file of an entry (a plan), marking the entry as diffdsl's."""
+        self._write_entry(key, [(name, data)])
+
+    def _write_entry(self, key: str, files: list) -> None:
+        """Write `files` into the entry, in order, with its marker. Whatever stands in the way
+        (a file where the folder goes, a folder where a file goes) is damage: the entry is
+        dropped and written once more; a second failure means the folder is unusable."""
+        for attempt in (1, 2):
+            try:
+                folder = self.root / key
+                if _in_the_way(folder):  # never write through a link, nor into a file
+                    self.drop(key)
+                folder.mkdir(parents=True, exist_ok=True)
+                write_atomic(folder / MARKER_FILE, MARKER_TEXT.format(key=key))
+                for name, data in files:
+                    write_atomic(folder / name, data)
+                return
+            except OSError as exc:
+                if attempt == 2 or not self.root.is_dir():
+                    raise CacheUnavailable(
+                        f"{self.root}: {getattr(exc, 'strerror', None) or exc}") from exc
+                self.drop(key)
+
+    def owns(self, folder: Path) -> bool:
+        """Whether `folder` is an entry diffdsl wrote: its marker names its own key."""
         try:
-            folder.mkdir(parents=True, exist_ok=True)
-            write_atomic(folder / OBJECT_FILE, obj)
-            facts = dict(meta, sha256=hashlib.sha256(obj).hexdigest(), bytes=len(obj))
-            write_atomic(folder / META_FILE, json.dumps(facts))
-        except OSError as exc:
-            raise CacheUnavailable(
-                f"{self.root}: {getattr(exc, 'strerror', None) or exc}") from exc
+            marker = (folder / MARKER_FILE).read_bytes()
+        except OSError:
+            return False
+        return marker == MARKER_TEXT.format(key=folder.name).encode()
 
     def drop(self, key: str) -> None:
-        """Remove an entry that failed to load, so the next build starts clean."""
-        shutil.rmtree(self.root / key, ignore_errors=True)
+        """Remove an entry that failed to load, so the next build starts clean. A file or a
+        link standing where the entry's folder goes is removed too (never what it points to)."""
+        folder = self.root / key
+        if _in_the_way(folder):
+            try:
+                folder.unlink()
+            except OSError:
+                pass
+            return
+        shutil.rmtree(folder, ignore_errors=True)
 
     def entries(self) -> list[Path]:
+        """The entries diffdsl wrote (their marker proves it); nothing else in the folder."""
         if not self.root.is_dir():
             return []
         return sorted(p for p in self.root.iterdir()
-                      if any((p / f).is_file() for f in (MODULE_FILE, META_FILE, PLAN_FILE)))
+                      if not p.is_symlink() and p.is_dir() and self.owns(p))
 
     def info(self) -> dict:
         entries = self.entries()
@@ -133,22 +187,70 @@ class KernelCache:
         return {"path": str(self.root), "entries": len(entries), "bytes": size}
 
     def clear(self) -> int:
-        """Remove every entry; only folders that hold a diffdsl kernel are touched."""
+        """Remove every entry diffdsl wrote; any other file or folder is left alone."""
         entries = self.entries()
         for entry in entries:
             shutil.rmtree(entry, ignore_errors=True)
         return len(entries)
 
 
+def _numba_files_load(folder: Path) -> bool:
+    """Whether Numba can read every file it keeps for a module: each `*.nbi` index (a pickled
+    version, then a pickled body, small: loaded as Numba loads it) and each `*.nbc` data file
+    (one pickle of a kernel: only its opcodes are walked, so nothing is built, no GPU
+    touched). These files sit in this cache's own entries, written by Numba for this user."""
+    if not folder.is_dir():
+        return True
+    try:
+        for path in sorted(folder.iterdir()):
+            if path.suffix == ".nbi":
+                with path.open("rb") as f:
+                    pickle.load(f)
+                    pickle.loads(f.read())
+            elif path.suffix == ".nbc":
+                data = path.read_bytes()
+                end = max((pos for _, _, pos in pickletools.genops(data)), default=-1)
+                if end != len(data) - 1:  # the STOP opcode must be the last byte
+                    return False
+    except Exception:  # noqa: BLE001 - garbage can make unpickling raise anything
+        return False
+    return True
+
+
+def _in_the_way(folder: Path) -> bool:
+    """A link or a file where an entry's folder goes: removed, never followed."""
+    return folder.is_symlink() or (os.path.lexists(folder) and not folder.is_dir())
+
+
+def _holds(path: Path, data: bytes) -> bool:
+    """Whether `path` is a file holding exactly `data` (read as bytes: any encoding damage is
+    a difference, not an error)."""
+    return path.is_file() and not path.is_symlink() and path.read_bytes() == data
+
+
 def write_atomic(path: Path, data: str | bytes) -> None:
     """Write `data` so that readers see the old file or the new one, never a part."""
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".tmp-", suffix=path.suffix)
-    try:
-        with os.fdopen(fd, "wb" if isinstance(data, bytes) else "w",
-                       encoding=None if isinstance(data, bytes) else "utf-8") as f:
+    with atomic_path(path) as tmp:
+        with open(tmp, "wb" if isinstance(data, bytes) else "w",
+                  encoding=None if isinstance(data, bytes) else "utf-8") as f:
             f.write(data)
             f.flush()
             os.fsync(f.fileno())
+
+
+@contextlib.contextmanager
+def atomic_path(path: Path):
+    """A temporary file to write `path`'s new content into, renamed over `path` when the block
+    ends without an error and removed when it fails. Its name is unique in `path`'s folder
+    (never a user's file, never another writer's) and it keeps `path`'s suffix, for tools that
+    choose a format by it; the result keeps the mode `path` had (a new file: the umask's)."""
+    path = Path(path)
+    mode = _mode_for(path)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.stem}.", suffix=path.suffix)
+    os.close(fd)
+    try:
+        os.chmod(tmp, mode)  # mkstemp makes it 0600
+        yield Path(tmp)
         os.replace(tmp, path)
     except BaseException:
         try:
@@ -156,6 +258,18 @@ def write_atomic(path: Path, data: str | bytes) -> None:
         except OSError:
             pass
         raise
+
+
+def _mode_for(path: Path) -> int:
+    """The permission bits `path` should have once rewritten: its own when it exists, else
+    what `open()` would give a new file under the current umask."""
+    try:
+        return path.stat().st_mode & 0o7777
+    except OSError:
+        pass
+    umask = os.umask(0)
+    os.umask(umask)
+    return 0o666 & ~umask
 
 
 class CacheWarning(RuntimeWarning):

@@ -372,8 +372,15 @@ def evaluate(exprs: list, symbols: list, points: list) -> list[list]:
 
 
 def _lambdified(symbols: list, exprs: list, points: list) -> list[list] | None:
+    # The generated function's arguments are named after its symbols, in one namespace with
+    # SymPy's printed constants and mpmath's functions: an input called `pi`, `E` or `mpf`
+    # would be read as the constant. Dummies have names no input and no library can take.
+    dummies = [sp.Dummy(f"in{i}", real=True) for i in range(len(symbols))]
+    renamed = dict(zip(symbols, dummies, strict=True))
+    exprs = [sp.sympify(e).xreplace(renamed) for e in exprs]
     try:
-        fn = sp.lambdify(symbols, exprs, modules=[{"select": _mp_select}, "mpmath"], cse=True)
+        fn = sp.lambdify(dummies, exprs, modules=[{"select": _mp_select}, "mpmath"], cse=True,
+                         dummify=True)
         with mpmath.workdps(DIGITS + 10):
             return [[mpmath.mpmathify(v) for v in fn(*map(mpmath.mpf, pt))] for pt in points]
     except (ArithmeticError, TypeError, ValueError, NameError):

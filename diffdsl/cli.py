@@ -393,12 +393,12 @@ def write_npz(path: str, arrays: dict) -> None:
     target = Path(path)
     if target.suffix != ".npz":
         raise UsageError(f"--output must name a .npz file, got {path!r}")
-    tmp = target.with_name(target.name + ".tmp.npz")
+    from .cache import atomic_path
     try:
-        np.savez(tmp, **{k: np.asarray(v) for k, v in arrays.items()})
-        tmp.replace(target)  # atomic: an existing file is never left half-written
+        # atomic: an existing file is never left half-written, nor another file touched
+        with atomic_path(target) as tmp:
+            np.savez(tmp, **{k: np.asarray(v) for k, v in arrays.items()})
     except OSError as exc:
-        tmp.unlink(missing_ok=True)
         raise UsageError(f"cannot write {path}: {exc.strerror or exc}") from None
 
 
@@ -522,13 +522,15 @@ def cmd_graph(args) -> int:
     if dot is None:
         raise UsageError("rendering .svg or .png needs Graphviz's `dot` program",
                          hint="install graphviz, or write DOT text with -o OUT.dot")
-    tmp = target.with_name(target.name + ".tmp")
-    done = subprocess.run([dot, f"-T{target.suffix[1:]}", "-o", str(tmp)], input=text,
-                          text=True, capture_output=True)
-    if done.returncode != 0:
-        tmp.unlink(missing_ok=True)
-        raise UsageError(f"Graphviz failed: {done.stderr.strip()}")
-    tmp.replace(target)
+    from .cache import atomic_path
+    try:
+        with atomic_path(target) as tmp:
+            done = subprocess.run([dot, f"-T{target.suffix[1:]}", "-o", str(tmp)], input=text,
+                                  text=True, capture_output=True)
+            if done.returncode != 0:
+                raise UsageError(f"Graphviz failed: {done.stderr.strip()}")
+    except OSError as exc:
+        raise UsageError(f"cannot write {target}: {exc.strerror or exc}") from None
     return EXIT_OK
 
 

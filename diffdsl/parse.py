@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import difflib
 import functools
 from pathlib import Path
 from typing import NamedTuple
@@ -128,9 +129,16 @@ def _syntax_error(exc: UnexpectedInput, source: str, filename: str) -> DDSyntaxE
             width = max(1, len(str(tok)))
         expected = _expected(exc.accepts or exc.expected)
         message = f"unexpected {what}" + (f"; expected {expected}" if expected else "")
+        better = _typo(tok, source, filename) or _leading_operator(tok, source, filename)
+        if better is not None:
+            return better
     elif isinstance(exc, UnexpectedCharacters):
         char = source[exc.pos_in_stream] if exc.pos_in_stream < len(source) else "?"
         message = f"unexpected character {char!r}"
+        if not char.isascii():
+            hint = ("names and numbers are ASCII: letters a-z and A-Z, digits 0-9 and '_'")
+            return DDSyntaxError(message, Span(filename, line, column, line, column + 1,
+                                               source), hint=hint)
     elif isinstance(exc, UnexpectedEOF):
         line, column = _end_position(source)
         message = "unexpected end of the file"
@@ -138,6 +146,47 @@ def _syntax_error(exc: UnexpectedInput, source: str, filename: str) -> DDSyntaxE
         message = "syntax error"
     span = Span(filename, line, column, line, column + width, source)
     return DDSyntaxError(message, span)
+
+
+# Words that begin a statement: a misspelt one reads as a name followed by another name.
+_STATEMENT_WORDS = ("input", "output", "const", "def", "for", "if", "elif", "else", "return")
+_BINARY = {"ADDOP", "MULOP", "POWOP", "CMPOP", "AND", "OR"}
+
+
+def _line_start(source: str, tok: Token) -> str:
+    """The text of `tok`'s line before it."""
+    lines = source.splitlines()
+    if not 1 <= tok.line <= len(lines):
+        return ""
+    return lines[tok.line - 1][: tok.column - 1]
+
+
+def _typo(tok: Token, source: str, filename: str) -> DDSyntaxError | None:
+    """`inptu x`, `retrun 1`: a statement's first word, close to a keyword but not one, and
+    then a token that cannot follow a name there."""
+    before = _line_start(source, tok)
+    word = before.strip()
+    if not word.isidentifier() or word in _STATEMENT_WORDS:  # one word, then this name
+        return None
+    close = difflib.get_close_matches(word, _STATEMENT_WORDS, n=1, cutoff=0.6)
+    if not close:
+        return None
+    column = len(before) - len(before.lstrip(" \t")) + 1
+    span = Span(filename, tok.line, column, tok.line, column + len(word), source)
+    return DDSyntaxError(f"unknown statement {word!r}; did you mean `{close[0]}`?", span,
+                         hint=f"a statement begins with a keyword: {', '.join(_STATEMENT_WORDS)}"
+                              ", or a name and '='")
+
+
+def _leading_operator(tok: Token, source: str, filename: str) -> DDSyntaxError | None:
+    """A line that starts with a binary operator: the line before ended its statement."""
+    if tok.type not in _BINARY or _line_start(source, tok).strip() or tok.line <= 1:
+        return None
+    span = Span(filename, tok.line, tok.column, tok.line, tok.column + len(str(tok)), source)
+    return DDSyntaxError(
+        f"a line cannot start with {str(tok)!r}: the line before ended the statement", span,
+        hint=f"to continue an expression on the next line, end the line before with "
+             f"'{tok}', or wrap the whole expression in parentheses")
 
 
 def _end_position(source: str) -> tuple[int, int]:

@@ -5,17 +5,20 @@ An entry is `ROOT/KEY/plan.json` in the kernel cache's folder, KEY the sha256 of
 code (every module and the grammar, so a changed lowering never meets an old plan), the limits
 in force, the file name and the source text. It holds the program's graph and every derivative
 graph asked of it, each with its key, so the kernels are found in the cache without printing
-the graph again. An entry that cannot be read or does not decode is ignored and written afresh.
+the graph again. The file carries the sha256 of its graphs' text, so a truncated entry or one
+overwritten while a run reads it is found out; an entry that cannot be read, does not check or
+does not decode is ignored and written afresh (once: the rewrite repairs it).
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
+import math
 from pathlib import Path
 
 from . import limits
-from .cache import PLAN_FILE, CacheUnavailable, KernelCache, write_atomic
+from .cache import PLAN_FILE, CacheUnavailable, KernelCache
 from .errors import Span
 from .ir import Graph, Node, Port
 from .ops import OPS
@@ -48,15 +51,22 @@ class PlanStore:
         # The limits in force are part of the key: whether a program compiles must not
         # depend on what the cache holds.
         text = f"{code_fingerprint()}\n{limits.current()!r}\n{filename}\n{source}"
-        self.path = KernelCache().root / hashlib.sha256(text.encode()).hexdigest() / PLAN_FILE
+        self.store = KernelCache()
+        self.key = hashlib.sha256(text.encode()).hexdigest()
+        self.path = self.store.root / self.key / PLAN_FILE
         self.entry = self._read()
 
     def _read(self) -> dict:
+        """The entry's graphs, or none when any part of the file is damaged."""
         try:
-            entry = json.loads(self.path.read_text(encoding="utf-8"))
-            return entry if isinstance(entry, dict) and "graphs" in entry else {"graphs": {}}
-        except (OSError, ValueError):
-            return {"graphs": {}}
+            entry = json.loads(self.path.read_bytes().decode("utf-8"))
+            graphs = entry["graphs"]
+            if (isinstance(graphs, dict) and entry["sha256"] == _digest(graphs)
+                    and self.store.owns(self.path.parent)):
+                return {"graphs": graphs}
+        except (OSError, ValueError, KeyError, TypeError):
+            pass
+        return {"graphs": {}}
 
     def graph(self, request: str) -> Graph | None:
         """The graph stored for `request` ("program", or a derivative's request), or None."""
@@ -71,12 +81,19 @@ class PlanStore:
 
     def remember(self, request: str, graph: Graph) -> None:
         """Add `graph` under `request` and write the entry (atomically)."""
-        self.entry["graphs"][request] = encode(graph)
+        graphs = self.entry["graphs"]
+        graphs[request] = encode(graph)
+        text = json.dumps({"sha256": _digest(graphs), "graphs": graphs}, separators=(",", ":"))
         try:
-            self.path.parent.mkdir(parents=True, exist_ok=True)
-            write_atomic(self.path, json.dumps(self.entry, separators=(",", ":")))
-        except (OSError, CacheUnavailable):
+            self.store.store_file(self.key, PLAN_FILE, text)
+        except CacheUnavailable:
             pass  # a plan only saves time: without a writable cache the program still runs
+
+
+def _digest(graphs: dict) -> str:
+    """sha256 of the graphs' canonical JSON text: what the entry's checksum covers."""
+    text = json.dumps(graphs, separators=(",", ":"), sort_keys=True)
+    return hashlib.sha256(text.encode()).hexdigest()
 
 
 def encode(graph: Graph) -> dict:
@@ -102,12 +119,15 @@ def decode(data: dict, source: str) -> Graph:
         elif op == "input":
             nodes.append(Node("input", (), (item[1], int(item[2]))))
         elif op in OPS and len(item) == OPS[op].arity + 1:
-            nodes.append(Node(op, tuple(int(a) for a in item[1:])))
+            args = tuple(int(a) for a in item[1:])
+            if not all(0 <= a < len(nodes) for a in args):  # SSA: arguments come earlier
+                raise ValueError(f"not a node: {item!r}")
+            nodes.append(Node(op, args))
         else:
             raise ValueError(f"not a node: {item!r}")
     return Graph(tuple(nodes),
-                 {n: _unport(p, source) for n, p in data["inputs"].items()},
-                 {n: _unport(p, source) for n, p in data["outputs"].items()},
+                 {n: _unport(p, source, len(nodes)) for n, p in data["inputs"].items()},
+                 {n: _unport(p, source, len(nodes)) for n, p in data["outputs"].items()},
                  known_key=data["key"])
 
 
@@ -117,6 +137,8 @@ def _port(port: Port) -> list:
     return [list(port.shape), list(port.ids), span]
 
 
-def _unport(data: list, source: str) -> Port:
+def _unport(data: list, source: str, count: int) -> Port:
     shape, ids, span = data
+    if math.prod(shape) != len(ids) or not all(0 <= i < count for i in ids):
+        raise ValueError(f"not a port: {data!r}")
     return Port(tuple(shape), tuple(ids), None if span is None else Span(*span, source=source))

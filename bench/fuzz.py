@@ -1,0 +1,109 @@
+"""A long fuzz run: generated programs through the differential checker for a given time.
+
+    python bench/fuzz.py --seconds 600 [--seed N] [--keep failures.jsonl]
+
+Programs come from `tests/fuzzing.py` (Hypothesis strategies over the grammar and the type
+rules); each either gives a located error or evaluates with every comparison holding (numpy
+and cpu backends, forward and reverse Jacobians, central finite differences where smooth).
+Prints the counts: programs, located errors, evaluated, disagreements, internal errors, slow
+(more than 10 s), and the rate. Every failure is printed (and kept as JSON lines with --keep).
+"""
+
+from __future__ import annotations
+
+import argparse
+import collections
+import json
+import os
+import signal
+import sys
+import time
+import warnings
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
+
+import fuzzing  # noqa: E402
+from hypothesis import HealthCheck, Phase, given, seed, settings  # noqa: E402
+from hypothesis import strategies as st  # noqa: E402
+
+SLOW_S = 10.0
+HANG_S = 60  # a program still running after this is stopped and counted as slow
+
+
+class TimeUp(Exception):
+    """The run's time is over: leaves Hypothesis's loop."""
+
+
+class Hang(Exception):
+    """One program ran past HANG_S."""
+
+
+def _alarm(signum, frame):
+    raise Hang()
+
+
+def run(seconds: float, start_seed: int, keep: Path | None) -> collections.Counter:
+    counts: collections.Counter = collections.Counter()
+    stop = time.monotonic() + seconds
+    signal.signal(signal.SIGALRM, _alarm)
+
+    @seed(start_seed)
+    @settings(max_examples=10**9, deadline=None, database=None, phases=[Phase.generate],
+              suppress_health_check=list(HealthCheck))
+    @given(fuzzing.programs(), st.integers(0, 2**32 - 1))
+    def one(source, point_seed):
+        if time.monotonic() > stop:
+            raise TimeUp()
+        began = time.monotonic()
+        signal.alarm(HANG_S)
+        try:
+            outcome = fuzzing.check(source, point_seed)
+        except Hang:
+            outcome = fuzzing.Outcome("slow", f"stopped after {HANG_S} s")
+        finally:
+            signal.alarm(0)
+        counts["programs"] += 1
+        counts[outcome.kind] += 1
+        if outcome.kind != "slow" and time.monotonic() - began > SLOW_S:
+            counts["slow"] += 1
+            outcome = fuzzing.Outcome("slow", f"{time.monotonic() - began:.1f} s")
+        if outcome.kind in ("disagreement", "internal", "slow"):
+            _report(source, point_seed, outcome, keep)
+
+    try:
+        one()
+    except TimeUp:
+        pass
+    return counts
+
+
+def _report(source, point_seed, outcome, keep):
+    print(f"--- {outcome.kind} (point seed {point_seed})\n{source}{outcome.detail[-3000:]}\n",
+          flush=True)
+    if keep is not None:
+        with keep.open("a", encoding="utf-8") as f:
+            f.write(json.dumps({"kind": outcome.kind, "source": source, "seed": point_seed,
+                                "detail": outcome.detail}) + "\n")
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--seconds", type=float, default=60.0)
+    parser.add_argument("--seed", type=int, default=int.from_bytes(os.urandom(4), "little"))
+    parser.add_argument("--keep", type=Path, help="append failures to this JSON-lines file")
+    args = parser.parse_args()
+    warnings.simplefilter("ignore")  # overflow and domain warnings are the programs' own
+    began = time.monotonic()
+    counts = run(args.seconds, args.seed, args.keep)
+    took = time.monotonic() - began
+    n = counts["programs"]
+    print(f"seed {args.seed}: {n} programs in {took:.0f} s ({n / took:.1f}/s): "
+          f"{counts['error']} located errors, {counts['evaluated']} evaluated, "
+          f"{counts['disagreement']} disagreements, {counts['internal']} internal errors, "
+          f"{counts['slow']} slow (>{SLOW_S:.0f} s)")
+    return 1 if counts["disagreement"] or counts["internal"] or counts["slow"] else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

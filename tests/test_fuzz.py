@@ -1,0 +1,48 @@
+"""The fuzzer in the test suite (issue 10): a few hundred generated programs, each of which
+must give a located error or evaluate with every comparison of `fuzzing.check` holding.
+`python bench/fuzz.py --seconds N` runs the same checker for as long as asked."""
+
+from __future__ import annotations
+
+import warnings
+
+import pytest
+from fuzzing import Outcome, check, programs
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+
+@settings(max_examples=200, deadline=None, database=None,
+          suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+@given(source=programs(), seed=st.integers(0, 2**32 - 1))
+def test_generated_programs_error_with_a_location_or_agree_everywhere(source, seed):
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # overflow and domain warnings are the program's
+        outcome = check(source, seed)
+    assert outcome.kind in ("error", "evaluated"), f"{source}\n{outcome.detail}"
+
+
+@pytest.mark.parametrize("source, kind", [
+    ("input x\noutput y = x * v\n", "error"),
+    ("input x\noutput y = if x > 0 then sin(sqrt(x)) + cos(sqrt(x)) else 0\n", "evaluated"),
+    ("input v[2]\nt0 = v * 2\noutput y = sum(t0) ^ 2\noutput z = t0\n", "evaluated"),
+    ("input x\noutput y = abs(x) + max(x, 1)\n", "evaluated"),
+])
+def test_the_checker_classifies(source, kind):
+    assert check(source, 1).kind == kind
+
+
+def test_the_checker_finds_a_wrong_derivative(monkeypatch):
+    """A planted bug, a gradient off by one, is caught as a disagreement."""
+    import diffdsl
+    real = diffdsl.Program.jacobian
+
+    def wrong(self, *args, **kwargs):
+        jac = real(self, *args, **kwargs)
+        if kwargs.get("mode") == "forward":
+            jac = {name: value + 1 for name, value in jac.items()}
+        return jac
+
+    monkeypatch.setattr(diffdsl.Program, "jacobian", wrong)
+    outcome = check("input x\noutput y = x * x\n", 0)
+    assert outcome == Outcome("disagreement", outcome.detail) and "forward" in outcome.detail
