@@ -184,11 +184,20 @@ class Engine:
             if module is None and self.cache:
                 try:
                     module = gpu.import_file(name, KernelCache().module_path(key, source))
+                    return self._keep_cuda(graph, dtype, gpu.Kernel(graph, dtype, module).warm())
                 except CacheUnavailable as exc:
                     warn_in_memory(str(exc))
+                except Exception:
+                    # Numba's files of the entry damaged while this run used them: drop the
+                    # entry and build this kernel in memory (the next run writes it afresh).
+                    sys.modules.pop(name, None)
+                    KernelCache().drop(key)
+                module = None
             if module is None:
                 module = gpu.module_in_memory(name, source)
-        kernel = gpu.Kernel(graph, dtype, module).warm()
+        return self._keep_cuda(graph, dtype, gpu.Kernel(graph, dtype, module).warm())
+
+    def _keep_cuda(self, graph: Graph, dtype: str, kernel):
         self.stats.kernels_built += 1
         self._kernels[(id(graph), dtype, "cuda")] = (graph, kernel)
         return kernel
