@@ -69,11 +69,14 @@ ELEMENTWISE_MAX = 25
 _RANK = {"proven": 0, "numeric50": 1, "rounding": 2, "skipped": 3, "mismatch": 4}
 
 
-def check(graph: Graph, points: int = 3, seed: int = 0) -> dict:
-    """Check the derivative of every output with respect to every input; see the module."""
+def check(graph: Graph, points: int = 3, seed: int = 0, domain: dict | None = None) -> dict:
+    """Check the derivative of every output with respect to every input; see the module.
+    `domain` maps input names to the `(low, high)` their elements are drawn from (default
+    [0.5, 1.5), away from the singularities of log, sqrt and division at 0)."""
     points = max(1, int(points))
     rng = np.random.default_rng(seed)
-    x0 = {name: rng.uniform(LOW, HIGH, size=(points, port.size))
+    domain = domain or {}
+    x0 = {name: rng.uniform(*domain.get(name, (LOW, HIGH)), size=(points, port.size))
           for name, port in graph.inputs.items()}
     report = {"ok": True, "symbolic": {}, "numeric": {}}
     if not graph.inputs:

@@ -87,6 +87,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("file", metavar="FILE")
     p.add_argument("--points", type=int, default=3, metavar="N",
                    help="random points for numeric comparisons (default 3)")
+    p.add_argument("--domain", metavar="NAME=LO:HI", action="append", default=[],
+                   help="draw input NAME's elements from [LO, HI) (default 0.5:1.5); may "
+                        "repeat")
     p.add_argument("--json", action="store_true", help="machine-readable output")
     _limit_option(p)
 
@@ -486,12 +489,32 @@ def cmd_check(args) -> int:
     if args.points < 1:
         raise UsageError("--points must be at least 1")
     prog = api.load(args.file)
-    report = check.check(prog.graph, points=args.points)
+    report = check.check(prog.graph, points=args.points, domain=_domains(args.domain, prog))
     if args.json:
         print(json.dumps(report))
     else:
         print(check.format_check(report))
     return EXIT_OK if report["ok"] else EXIT_MISMATCH
+
+
+def _domains(specs: list, prog) -> dict:
+    """`--domain NAME=LO:HI` options as {name: (lo, hi)}, checked."""
+    out = {}
+    for spec in specs:
+        name, sep, rng = spec.partition("=")
+        lo, colon, hi = rng.partition(":")
+        try:
+            bounds = (float(lo), float(hi)) if sep and colon else None
+        except ValueError:
+            bounds = None
+        if bounds is None or not bounds[0] < bounds[1] or not all(map(np.isfinite, bounds)):
+            raise UsageError(f"bad --domain {spec!r}: expected NAME=LO:HI with LO < HI",
+                             hint="e.g. --domain x=0.1:2")
+        if name not in prog.inputs:
+            raise UsageError(f"--domain names '{name}', which is not an input",
+                             hint=f"the inputs are: {', '.join(prog.inputs)}")
+        out[name] = bounds
+    return out
 
 
 def cmd_graph(args) -> int:

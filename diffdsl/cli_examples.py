@@ -46,6 +46,7 @@ EXAMPLES = {
     "check": [
         "diffdsl check examples/det3.dd",
         "diffdsl check examples/special.dd --points 5 --json",
+        "diffdsl check examples/rosenbrock.dd --domain x=-2:2",
     ],
     "graph": [
         "diffdsl graph examples/det2.dd",

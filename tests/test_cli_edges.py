@@ -201,3 +201,15 @@ def test_printers_and_drawers_survive_deep_graphs(capsys, tmp_path, source):
     assert code in (0, 2) and "Traceback" not in err
     if code == 2:
         assert "--cse" in err  # refused with a way out, before any SymPy work
+
+
+def test_check_draws_points_from_the_domain_given(capsys, tmp_path):
+    path = tmp_path / "sq.dd"
+    path.write_text("input x\noutput y = sqrt(x)\n")
+    code, out, err = run(capsys, "check", path)
+    assert code == 0 and "no point where the output is finite" not in out
+    code, out, err = run(capsys, "check", path, "--domain", "x=-2:-1")
+    assert code == 0 and "no point where the output is finite" in out  # said plainly
+    for bad in ("x=2:1", "x=1", "y=0:1", "x=a:b", "x=0:inf"):
+        code, _, err = run(capsys, "check", path, "--domain", bad)
+        assert code == 2 and "--domain" in err, bad
