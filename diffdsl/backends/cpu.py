@@ -113,7 +113,8 @@ class Kernel:
                          dtype=np.int64)
         n = min(threads(), rows) if rows > 1 and rows * self.nodes >= PARALLEL_WORK else 1
         if n <= 1 and self._batch is not None:
-            self._batch(*inputs, *outputs, steps, self._scratch, np.array([0, rows]))
+            self._batch(*inputs, *outputs, steps, self._scratch,
+                        np.array([0, rows], dtype=np.int64))
             return
         ptrs = np.array([a.ctypes.data for a in (*inputs, *outputs)] or [0], dtype=np.uintp)
         if n <= 1:
