@@ -355,7 +355,7 @@ class Program:
     def _remember_fast_grad(self, of, wrt) -> None:
         if engine.resolve_backend(self.backend) not in ("cpu", "auto"):
             return
-        plan = self.engine._plans.get((id(self.derivative("grad", of, wrt)), self.dtype))
+        plan = self.engine.compiled_plan(self.derivative("grad", of, wrt), self.dtype)
         if plan is not None:
             self._fast_grad[(of, _request_key(wrt))] = plan.fast(_is_derivative, _input_of)
 

@@ -332,12 +332,7 @@ def hessian(graph: Graph, of: str | None = None, wrt=None) -> Graph:
 def hvp(graph: Graph, of: str | None = None, wrt=None) -> Graph:
     """Hessian times a vector, forward over reverse without forming the Hessian: extra inputs
     "@t:NAME" (the vector, by input), outputs "value" and "d:NAME" (H v for each input)."""
-    of = pick_output(graph, of)
-    require_scalar(graph, of, "hvp")
-    wrt = pick_inputs(graph, wrt)
-    b, grads = _gradient_nodes(graph, of, wrt)
-    stop = len(b.nodes)
-    active = active_nodes(b, _sources(graph, wrt))
+    of, wrt, b, grads, stop, active = _gradient_nodes(graph, of, wrt, "hvp")
     inputs, seeds = _tangent_inputs(b, graph, wrt)
     t = forward(b, stop, active, seeds)
     outputs = {"value": graph.outputs[of]}
@@ -350,12 +345,7 @@ def hvp(graph: Graph, of: str | None = None, wrt=None) -> Graph:
 def hessian_diagonal(graph: Graph, of: str | None = None, wrt=None) -> Graph:
     """The Hessian's diagonal: outputs "d:NAME" of each input's shape, d²f/dx_k² elementwise;
     one forward sweep per element, keeping only the element's own second derivative."""
-    of = pick_output(graph, of)
-    require_scalar(graph, of, "hessian")
-    wrt = pick_inputs(graph, wrt)
-    b, grads = _gradient_nodes(graph, of, wrt)
-    stop = len(b.nodes)
-    active = active_nodes(b, _sources(graph, wrt))
+    of, wrt, b, grads, stop, active = _gradient_nodes(graph, of, wrt, "hessian")
     one = b.const(1.0)
     outputs = {"value": graph.outputs[of]}
     for name in wrt:
@@ -379,10 +369,16 @@ def _tangent_inputs(b: Builder, graph: Graph, wrt: list[str]) -> tuple[dict, dic
     return inputs, seeds
 
 
-def _gradient_nodes(graph: Graph, of: str, wrt: list[str]) -> tuple[Builder, dict]:
-    """A builder extending `graph` with its reverse sweep, and the gradient node ids by input."""
+def _gradient_nodes(graph: Graph, of, wrt, what: str) -> tuple:
+    """For second-order transforms: the output and inputs picked, a builder extending `graph`
+    with its reverse sweep, the gradient node ids by input, and, for a forward sweep over
+    that, the node count to stop at and the active nodes."""
+    of = pick_output(graph, of)
+    require_scalar(graph, of, what)
+    wrt = pick_inputs(graph, wrt)
     b = Builder.from_graph(graph)
     sources = _sources(graph, wrt)
     out = graph.outputs[of]
     ct = reverse(b, len(b.nodes), active_nodes(b, sources), [(out.ids[0], b.const(1.0))])
-    return b, {name: [_zero_or(b, ct, i) for i in graph.inputs[name].ids] for name in wrt}
+    grads = {name: [_zero_or(b, ct, i) for i in graph.inputs[name].ids] for name in wrt}
+    return of, wrt, b, grads, len(b.nodes), active_nodes(b, sources)

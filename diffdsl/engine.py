@@ -72,10 +72,9 @@ class Engine:
             return unflatten(graph.outputs, reference.evaluate(graph, arrays, dt), batch)
         return self._run_cpu(graph, arrays, batch, dtype)
 
-    def plan(self, graph: Graph, dtype: str) -> _Plan:
-        """The single-point plan of `graph`, compiling its kernel if needed."""
-        self.kernel(graph, dtype)
-        return self._plans[(id(graph), dtype)]
+    def compiled_plan(self, graph: Graph, dtype: str) -> _Plan | None:
+        """The single-point plan of `graph` once its CPU kernel is compiled, else None."""
+        return self._plans.get((id(graph), dtype))
 
     # the CPU ----------------------------------------------------------------------------------
     def _run_cpu(self, graph: Graph, arrays: dict, batch: tuple, dtype: str) -> dict:

@@ -186,15 +186,3 @@ def test_cache_info_and_clear(tmp_path):
                           capture_output=True, text=True, env=env, check=True)
     assert json.loads(info.stdout)["entries"] == 0
     assert (tmp_path / "keep.txt").read_text() == "a user's file"
-
-
-def test_generated_module_is_plain_text_with_its_key():
-    prog = diffdsl.compile("input x\noutput y = sin(x) * x\n", backend="cpu")
-    from diffdsl.autodiff import grad
-    from diffdsl.backends.emit import body_lines, emit_module
-    g = grad(prog.graph)
-    text = emit_module(g, "float64", g.key(), "0")
-    assert text.startswith(f"# diffdsl kernel for graph {g.key()}")
-    assert body_lines(g, "float64") == [
-        "v0 = X[r, 0]", "v1 = math.sin(v0)", "v2 = (v0 * v1)", "v3 = math.cos(v0)",
-        "v4 = (v0 * v3)", "v5 = (v1 + v4)", "OUT[r, 0] = v2", "OUT[r, 1] = v5"]

@@ -73,7 +73,7 @@ class Kernel:
         self.in_sizes = [port.size for port in graph.inputs.values()]
         self.tape = None
         self.obj = None
-        self._point = self._batch = None
+        self._point = self._batch = self._scratch = None
         if uses_tape(graph):
             from . import tape
             self.tape = tape.Tape(graph, self.dtype)
@@ -85,7 +85,6 @@ class Kernel:
         self.slots = slots
         self._lib = native.Library(obj, EXPORTS)  # unloaded with this kernel
         self._rows = _ROWS(self._lib.address("diffdsl_rows"))
-        self._point = self._batch = None
         if DATA_OFFSET is not None:
             self._point = self._lib.builtin("diffdsl_point")
             self._batch = self._lib.builtin("diffdsl_batch")
@@ -97,7 +96,7 @@ class Kernel:
         return self._point
 
     def scratch_array(self):
-        return getattr(self, "_scratch", None)
+        return self._scratch
 
     def point(self, inputs: list, outputs: list) -> None:
         if self._point is not None:

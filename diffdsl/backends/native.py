@@ -137,6 +137,7 @@ class Library:
         for name in exports:
             builder.export_symbol(name)
         self._tracker = builder.link(jit, f"diffdsl{next(_names)}")
+        self._methods: list = []  # the method tables the builtins point into
 
     def address(self, name: str) -> int:
         return self._tracker[name]
@@ -146,5 +147,5 @@ class Library:
         callable; it keeps this library loaded while it lives."""
         method = _MethodDef(name.encode(), self.address(name), _METH_FASTCALL, None)
         fn = _new_builtin(ctypes.byref(method), self, None)  # `self`: the library stays
-        self._methods = getattr(self, "_methods", []) + [method]
+        self._methods.append(method)
         return fn
