@@ -30,6 +30,7 @@ LAYERS = {
     "errors": 0,
     "version": 0,
     "limits": 0.5,  # reads the environment; raises errors' LimitError
+    "progress": 0.5,  # bars on stderr (tqdm when installed)
     "syntax": 1,
     "ops": 1,
     "parse": 2,
