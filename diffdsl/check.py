@@ -24,7 +24,8 @@ numeric
     forward-mode graph both), along random directions `v` and, for inputs of up to 25
     elements, along every coordinate.
 
-Random points draw every input element uniformly from [0.5, 1.5), reproducibly from `seed`.
+Random points draw every input element uniformly, reproducibly from `seed`, from the range
+given for its input, else from one inside the domains of the program's functions (`domains`).
 The cheap steps come first: the 50-digit evaluation runs before `simplify`, so a mismatch
 never waits for `simplify` to give up. It evaluates every element of an output and input
 block with one `lambdify`d mpmath function that shares common subexpressions, so it costs what
@@ -41,11 +42,10 @@ import mpmath
 import numpy as np
 import sympy as sp
 
-from . import autodiff, symbolic
+from . import autodiff, domains, progress, symbolic
 from .backends import numpy as reference
 from .ir import Graph
-
-LOW, HIGH = 0.5, 1.5
+from .report import RANK, format_check  # noqa: F401 (format_check: printing, kept here too)
 
 # symbolic
 DIGITS = 50
@@ -66,43 +66,41 @@ FLOOR = 1e-3  # absolute floor, relative to the size of the values: FD's roundin
 DIRECTIONS = 2
 ELEMENTWISE_MAX = 25
 
-_RANK = {"proven": 0, "numeric50": 1, "rounding": 2, "skipped": 3, "mismatch": 4}
-
 
 def check(graph: Graph, points: int = 3, seed: int = 0, domain: dict | None = None) -> dict:
     """Check the derivative of every output with respect to every input; see the module.
-    `domain` maps input names to the `(low, high)` their elements are drawn from (default
-    [0.5, 1.5), away from the singularities of log, sqrt and division at 0)."""
+    `domain` maps input names to the `(low, high)` their elements are drawn from; the other
+    inputs get ranges inside the domains of the program's functions (`domains`)."""
     points = max(1, int(points))
     rng = np.random.default_rng(seed)
-    domain = domain or {}
-    x0 = {name: rng.uniform(*domain.get(name, (LOW, HIGH)), size=(points, port.size))
+    ranges = domains.sampling_ranges(graph, domain or {})
+    x0 = {name: rng.uniform(ranges[name]["low"], ranges[name]["high"], size=(points, port.size))
           for name, port in graph.inputs.items()}
     report = {"ok": True, "symbolic": {}, "numeric": {}}
     if not graph.inputs:
         return report
     syms = symbolic.Symbols(graph)
     sizes, depths = symbolic.expression_sizes(graph, TREE_LIMIT)
-    for out in graph.outputs:
-        rev = autodiff.jacobian(graph, out, mode="reverse")
-        fwd = autodiff.jacobian(graph, out, mode="forward")
-        jac_rev = _evaluate_jacobian(graph, rev, out, x0)
-        jac_fwd = _evaluate_jacobian(graph, fwd, out, x0)
-        report["numeric"][out] = _numeric(graph, out, x0, [jac_rev, jac_fwd], rng)
-        d_ids = [i for name in graph.inputs for i in rev.outputs[autodiff.d_name(name)].ids]
-        deepest = max(symbolic.graph_depth(graph, graph.outputs[out].ids),
-                      symbolic.graph_depth(rev, d_ids))
-        report["symbolic"][out] = symbolic.deep_call(
-            min(deepest, DEPTH_LIMIT), _symbolic, graph, out, rev, syms, x0, jac_rev, sizes,
-            depths)
-    for per_out in report["symbolic"].values():
-        for entry in per_out.values():
-            if entry["status"] == "mismatch":
-                report["ok"] = False
-    for per_out in report["numeric"].values():
-        for entry in per_out.values():
-            if not entry["ok"]:
-                report["ok"] = False
+    elements = sum(graph.outputs[out].size * port.size for out in graph.outputs
+                   for port in graph.inputs.values())
+    with progress.bar(elements, "checking derivatives", unit="element") as shown:
+        for out in graph.outputs:
+            rev = autodiff.jacobian(graph, out, mode="reverse")
+            fwd = autodiff.jacobian(graph, out, mode="forward")
+            jac_rev = _evaluate_jacobian(graph, rev, out, x0)
+            jac_fwd = _evaluate_jacobian(graph, fwd, out, x0)
+            report["numeric"][out] = _numeric(graph, out, x0, [jac_rev, jac_fwd], rng)
+            d_ids = [i for name in graph.inputs for i in rev.outputs[autodiff.d_name(name)].ids]
+            deepest = max(symbolic.graph_depth(graph, graph.outputs[out].ids),
+                          symbolic.graph_depth(rev, d_ids))
+            report["symbolic"][out] = symbolic.deep_call(
+                min(deepest, DEPTH_LIMIT), _symbolic, graph, out, rev, syms, x0, jac_rev, sizes,
+                depths, shown)
+    mismatch = any(entry["status"] == "mismatch" for per_out in report["symbolic"].values()
+                   for entry in per_out.values())
+    failed = any(not entry["ok"] for per_out in report["numeric"].values()
+                 for entry in per_out.values())
+    report["ok"] = not (mismatch or failed)
     return report
 
 
@@ -202,7 +200,9 @@ def _relative_errors(fd: np.ndarray, jv: np.ndarray, f0: np.ndarray) -> np.ndarr
 
 
 def _symbolic(graph: Graph, out: str, jac: Graph, syms, x0: dict, jac_values: dict,
-              sizes: list, depths: list) -> dict:
+              sizes: list, depths: list, shown) -> dict:
+    """Statuses of the elements of `out`'s Jacobian, counted on the bar `shown` as each is
+    decided."""
     out_port = graph.outputs[out]
     names = list(graph.inputs)
     result = {}
@@ -226,6 +226,7 @@ def _symbolic(graph: Graph, out: str, jac: Graph, syms, x0: dict, jac_values: di
             elements = out_port.size * graph.inputs[name].size
             result[name] = {"status": "skipped", "reason": reason, "elements": elements,
                             "counts": {"skipped": elements}, "mismatches": []}
+            shown.update(elements)
         return result
     symbols = [s for n in names for s in syms.plain[n]]
     npoints = next(iter(x0.values())).shape[0]
@@ -240,6 +241,7 @@ def _symbolic(graph: Graph, out: str, jac: Graph, syms, x0: dict, jac_values: di
         decided: dict[tuple, tuple] = {}  # (s, t) -> (status, detail, theirs)
         pending = []  # elements left to the 50-digit evaluation: (s, t, theirs, size)
         for s in range(out_port.size):
+            counted = len(decided)
             for t in range(port.size):
                 size = jac_sizes[jac_port.ids[s * port.size + t]] + sizes[out_port.ids[s]]
                 theirs = None
@@ -256,6 +258,7 @@ def _symbolic(graph: Graph, out: str, jac: Graph, syms, x0: dict, jac_values: di
                     decided[s, t] = ("proven", how, theirs)
                 else:
                     pending.append((s, t, theirs, size))
+            shown.update(len(decided) - counted)  # the rest are counted as they are decided
         exprs = [e for s, t, theirs, _ in pending
                  for e in (ours[name][s * port.size + t], theirs)]
         values = evaluate(exprs, symbols, points) if pending else []
@@ -267,6 +270,7 @@ def _symbolic(graph: Graph, out: str, jac: Graph, syms, x0: dict, jac_values: di
             except RecursionError:
                 status, detail = "skipped", "SymPy ran out of stack"
             decided[s, t] = (status, detail, theirs)
+            shown.update()
         counts: dict[str, int] = {}
         mismatches = []
         skip_reasons = []
@@ -281,7 +285,7 @@ def _symbolic(graph: Graph, out: str, jac: Graph, syms, x0: dict, jac_values: di
                                    "sympy": _short(theirs), "detail": detail})
             elif status == "skipped" and len(skip_reasons) < 3:
                 skip_reasons.append(f"{element}: {detail}")
-        status = max(counts, key=_RANK.__getitem__) if counts else "proven"
+        status = max(counts, key=RANK.__getitem__) if counts else "proven"
         entry = {"status": status, "elements": out_port.size * port.size, "counts": counts,
                  "mismatches": mismatches}
         if skip_reasons:
@@ -424,60 +428,3 @@ def _relative(a, b, scale: float) -> float:
 def _short(expr, limit: int = 2000) -> str:
     text = str(expr)
     return text if len(text) <= limit else text[:limit] + " ..."
-
-
-# ---------------------------------------------------------------------------------------------
-# printing
-
-
-def format_check(report: dict) -> str:
-    """Human-readable lines for a `check` report."""
-    lines = []
-    outs = list(dict.fromkeys(list(report["symbolic"]) + list(report["numeric"])))
-    for out in outs:
-        sym_out = report["symbolic"].get(out, {})
-        num_out = report["numeric"].get(out, {})
-        for name in dict.fromkeys(list(sym_out) + list(num_out)):
-            parts = []
-            sym = sym_out.get(name)
-            if sym is not None:
-                parts.append(_symbolic_phrase(sym))
-            num = num_out.get(name)
-            if num is not None:
-                verdict = "ok" if num["ok"] else "FAILED"
-                if num.get("checked", 1):
-                    parts.append(f"finite differences max rel err "
-                                 f"{num['max_rel_error']:.2g} {verdict}")
-                else:
-                    parts.append("finite differences: no point where the output is finite")
-                if not num["ok"] and num.get("worst_element"):
-                    parts[-1] += f" (worst at {out}{_index(num['worst_element'])}, " \
-                                 f"{num.get('worst_kind')})"
-            lines.append(f"d/d{name} of {out}: " + ", ".join(parts))
-            for m in (sym or {}).get("mismatches", []):
-                lines.append(f"MISMATCH d/d{name}{_index(m['input_index'])} of "
-                             f"{out}{_index(m['output_index'])}: ours {m['ours']}  "
-                             f"sympy {m['sympy']}")
-            if sym is not None and sym["status"] == "skipped" and sym.get("reason"):
-                lines.append(f"  skipped: {sym['reason']}")
-    lines.append("ok" if report["ok"] else "FAILED: derivatives disagree")
-    return "\n".join(lines)
-
-
-def _symbolic_phrase(sym: dict) -> str:
-    n = sym["elements"]
-    noun = "element" if n == 1 else "elements"
-    status = sym["status"]
-    if status == "mismatch":
-        bad = sym["counts"].get("mismatch", 0)
-        return f"symbolic MISMATCH ({bad} of {n} {noun})"
-    counts = sym.get("counts", {})
-    if len(counts) > 1:
-        detail = ", ".join(f"{counts[k]} {k}" for k in sorted(counts, key=_RANK.__getitem__))
-        return f"symbolic {status} ({n} {noun}: {detail})"
-    return f"symbolic {status} ({n} {noun})"
-
-
-def _index(index) -> str:
-    return f"[{', '.join(map(str, index))}]" if index else ""
-

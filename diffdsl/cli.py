@@ -88,8 +88,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--points", type=int, default=3, metavar="N",
                    help="random points for numeric comparisons (default 3)")
     p.add_argument("--domain", metavar="NAME=LO:HI", action="append", default=[],
-                   help="draw input NAME's elements from [LO, HI) (default 0.5:1.5); may "
-                        "repeat")
+                   help="draw input NAME's elements from [LO, HI) (default: a range inside "
+                        "the domains of the program's functions); may repeat")
     p.add_argument("--json", action="store_true", help="machine-readable output")
     _limit_option(p)
 
@@ -485,15 +485,16 @@ def cmd_diff(args) -> int:
 
 
 def cmd_check(args) -> int:
-    from . import check
+    from . import check, domains
     if args.points < 1:
         raise UsageError("--points must be at least 1")
     prog = api.load(args.file)
-    report = check.check(prog.graph, points=args.points, domain=_domains(args.domain, prog))
+    given = _domains(args.domain, prog)
+    report = check.check(prog.graph, points=args.points, domain=given)
     if args.json:
         print(json.dumps(report))
     else:
-        print(check.format_check(report))
+        print(check.format_check(report, domains.sampling_ranges(prog.graph, given)))
     return EXIT_OK if report["ok"] else EXIT_MISMATCH
 
 

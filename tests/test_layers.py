@@ -56,6 +56,8 @@ LAYERS = {
     "cache": 4.75,  # kernels on disk, below the engine that uses them
     "engine": 5,
     "plans": 5,  # graphs on disk by source text
+    "domains": 3,  # where check draws points: intervals read from a graph
+    "report": 4.9,  # check's report printed for people
     "check": 5,  # uses symbolic, autodiff and the numpy interpreter
     "objective": 5.5,  # a program as a function of a flat vector (duck-typed Program)
     "api": 6,
