@@ -21,11 +21,12 @@ from .errors import (
     UnknownNameError,
     UsageError,
 )
+from .progress import set_quiet
 from .version import __version__
 
 __all__ = [
     "Program", "compile", "load", "DiffDSLError", "DDSyntaxError", "UnknownNameError",
     "ArityError", "ShapeError", "StaticValueError", "IndexRangeError", "AssignmentError",
     "RecursionLimitError", "TypeMismatchError", "InputError", "UsageError", "LimitError",
-    "limits", "__version__",
+    "limits", "set_quiet", "__version__",
 ]

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import numpy as np
 
-from . import api, limits
+from . import api, limits, progress
 from .cli_examples import epilog
 from .errors import DiffDSLError, InputError, UsageError
 
@@ -107,7 +107,9 @@ def build_parser() -> argparse.ArgumentParser:
                             "overrides where it is).")
     p.add_argument("action", choices=("info", "clear"))
     p.add_argument("--json", action="store_true", help="machine-readable output")
-    for name, sub in commands.choices.items():  # every --help ends with examples
+    for name, sub in commands.choices.items():  # --quiet everywhere; --help ends in examples
+        sub.add_argument("--quiet", action="store_true",
+                         help="no progress bar (one shows on a terminal for work over a second)")
         sub.epilog = epilog(name)
         sub.formatter_class = argparse.RawDescriptionHelpFormatter
     return parser
@@ -216,7 +218,8 @@ def _file_after_options(args) -> None:
 def run(argv: list[str] | None) -> int:
     args = build_parser().parse_args(argv)
     _file_after_options(args)
-    with warnings.catch_warnings(), limits.using(**_limits(args)):
+    with warnings.catch_warnings(), limits.using(**_limits(args)), \
+            progress.quiet_if(args.quiet):
         warnings.showwarning = _plain_warning
         return COMMANDS[args.command](args)
 

@@ -1,29 +1,49 @@
-"""Progress bars on stderr for long work: compiling, chunked batches.
+"""Progress bars on stderr for long work: compiling, chunked batches, `check`.
 
 A bar shows only where a person can see it: stderr is a terminal, the user did not ask for
 quiet (`--quiet`, `set_quiet(True)`), tqdm is installed (the `progress` extra), and the work
 has run for more than DELAY_S seconds, so short commands print nothing. Everything else gets
-a bar object whose `update` does nothing, so callers never test for these cases.
+a bar object whose methods do nothing, so callers never test for these cases.
+
+A shown bar is redrawn every TICK_S seconds by a thread of its own, so that one long step
+(LLVM generating code for a big kernel) shows its elapsed time instead of a frozen line.
 """
 
 from __future__ import annotations
 
 import contextlib
 import sys
+import threading
 from collections.abc import Iterator
 
 DELAY_S = 1.0
+TICK_S = 0.5
 
 _quiet = False
 
 
-def set_quiet(quiet: bool) -> None:
+def set_quiet(quiet: bool = True) -> None:
+    """No progress bars in this process (True), or bars again where they can be seen."""
     global _quiet
-    _quiet = quiet
+    _quiet = bool(quiet)
+
+
+@contextlib.contextmanager
+def quiet_if(flag: bool) -> Iterator[None]:
+    """Quiet for the duration when `flag` (the command line's --quiet), as before after."""
+    before = _quiet
+    set_quiet(before or flag)
+    try:
+        yield
+    finally:
+        set_quiet(before)
 
 
 class _Silent:
     def update(self, n: int = 1) -> None:
+        pass
+
+    def set_postfix_str(self, s: str = "", refresh: bool = True) -> None:
         pass
 
 
@@ -37,8 +57,10 @@ def _visible() -> bool:
 
 
 @contextlib.contextmanager
-def bar(total: int | None, desc: str, unit: str = "it") -> Iterator:
-    """A bar over `total` units (None: unknown); `update(n)` as each piece finishes."""
+def bar(total: int | None, desc: str, unit: str = "it", rate: bool = True) -> Iterator:
+    """A bar over `total` units (None: unknown); `update(n)` as each piece finishes,
+    `set_postfix_str(text)` to name the piece under way. `rate=False` leaves out the rate
+    and the time left, which mean nothing for steps of unequal length."""
     if not _visible():
         yield _Silent()
         return
@@ -47,6 +69,23 @@ def bar(total: int | None, desc: str, unit: str = "it") -> Iterator:
     except ImportError:
         yield _Silent()
         return
-    with tqdm(total=total, desc=desc, unit=unit, delay=DELAY_S, file=sys.stderr,
-              leave=False, dynamic_ncols=True, unit_scale=True) as shown:
-        yield shown
+    layout = {} if rate else {"bar_format": "{desc}: {n_fmt}/{total_fmt} [{elapsed}{postfix}]"}
+    with tqdm(total=total, desc=desc, unit=unit, delay=DELAY_S, file=sys.stderr, leave=False,
+              dynamic_ncols=True, unit_scale=(total or 0) >= 10_000, miniters=0,
+              **layout) as shown:
+        stop = threading.Event()
+        ticker = threading.Thread(target=_tick, args=(shown, stop), daemon=True)
+        ticker.start()
+        try:
+            yield shown
+        finally:
+            stop.set()
+            ticker.join()
+
+
+def _tick(shown, stop: threading.Event) -> None:
+    # `update(0)` rather than `refresh()`: tqdm then records that the bar was drawn, and
+    # clears it on closing (a bar drawn by `refresh` alone would be left on the screen).
+    # miniters=0 above keeps tqdm from skipping these updates, which add no units.
+    while not stop.wait(TICK_S):
+        shown.update(0)

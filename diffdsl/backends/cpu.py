@@ -9,7 +9,9 @@ A `Kernel` takes one array per input port and per output port (DESIGN.md, decisi
 
 Inputs are read in place and outputs written once. Batches run serially below a work size
 and on threads above it, each thread a slice of the rows with its own scratch (the emitted
-row loop releases the GIL).
+row loop releases the GIL). Big batches run in chunks of rows, for a progress bar and so that
+Ctrl-C is heard between chunks; building a kernel shows its steps on a bar too
+(`progress`: on a terminal, after a second).
 """
 
 from __future__ import annotations
@@ -20,6 +22,7 @@ from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 
+from .. import progress
 from ..ir import Graph
 from . import llvm, native
 
@@ -27,6 +30,9 @@ from . import llvm, native
 TAPE_THRESHOLD = 2_000_000
 # Work (rows x nodes) below which a batch runs on one thread; from bench/threads.py (README).
 PARALLEL_WORK = 2_000_000
+# Work (rows x nodes) of one chunk of a big batch: from about 15 ms (adds and multiplies) to
+# 2 s (libm calls) on one core, so a chunk's hand-off to the threads costs under 1 %.
+CHUNK_WORK = 100_000_000
 THREADS_ENV = "DIFFDSL_NUM_THREADS"
 EXPORTS = ("diffdsl_rows", "diffdsl_point", "diffdsl_batch")
 
@@ -62,6 +68,19 @@ def emit(graph: Graph, dtype: str, key: str = "") -> tuple[str, int]:
     return llvm.emit(graph, dtype, DATA_OFFSET or 0, header=key)
 
 
+def _build(graph: Graph, dtype: str) -> tuple[bytes, int]:
+    """Object code of `graph` and the scratch it needs; a bar names the step under way."""
+    nodes = len(graph.nodes)
+    with progress.bar(2, f"compiling {nodes:,} nodes", unit="step", rate=False) as shown:
+        shown.set_postfix_str("LLVM IR")
+        text, slots = emit(graph, dtype)
+        shown.update()
+        shown.set_postfix_str("machine code")
+        obj = native.compile_ir(text, nodes)
+        shown.update()
+    return obj, slots
+
+
 class Kernel:
     """Machine code of one graph in one dtype (or its tape, for huge graphs)."""
 
@@ -79,8 +98,7 @@ class Kernel:
             self.tape = tape.Tape(graph, self.dtype)
             return
         if obj is None:
-            text, slots = emit(graph, self.dtype.name)
-            obj = native.compile_ir(text, self.nodes)
+            obj, slots = _build(graph, self.dtype.name)
         self.obj = obj
         self.slots = slots
         self._lib = native.Library(obj, EXPORTS)  # unloaded with this kernel
@@ -110,16 +128,26 @@ class Kernel:
             return self._run_tape(inputs, strides, outputs, rows)
         steps = np.array(list(strides) + [a.size // max(rows, 1) for a in outputs] or [0],
                          dtype=np.int64)
+        if rows * self.nodes <= CHUNK_WORK:
+            self._span(inputs, outputs, steps, 0, rows)
+            return
+        for begin, end in _chunks(rows, self.nodes):
+            self._span(inputs, outputs, steps, begin, end)
+
+    def _span(self, inputs: list, outputs: list, steps, begin: int, end: int) -> None:
+        """Rows begin..end, on this thread or a slice on each of the pool's threads."""
+        rows = end - begin
         n = min(threads(), rows) if rows > 1 and rows * self.nodes >= PARALLEL_WORK else 1
         if n <= 1 and self._batch is not None:
             self._batch(*inputs, *outputs, steps, self._scratch,
-                        np.array([0, rows], dtype=np.int64))
+                        np.array([begin, end], dtype=np.int64))
             return
         ptrs = np.array([a.ctypes.data for a in (*inputs, *outputs)] or [0], dtype=np.uintp)
         if n <= 1:
-            self._rows(ptrs.ctypes.data, steps.ctypes.data, 0, rows, self._scratch.ctypes.data)
+            self._rows(ptrs.ctypes.data, steps.ctypes.data, begin, end,
+                       self._scratch.ctypes.data)
             return
-        cuts = [rows * k // n for k in range(n + 1)]
+        cuts = [begin + rows * k // n for k in range(n + 1)]
         scratch = [np.empty(max(self.slots, 1), dtype=self.dtype) for _ in range(n)]
         jobs = [_executor().submit(self._rows, ptrs.ctypes.data, steps.ctypes.data,
                                    cuts[k], cuts[k + 1], scratch[k].ctypes.data)
@@ -139,14 +167,29 @@ class Kernel:
             X[:, offset:offset + size] = a.reshape(rows, size) if stride else a.reshape(size)
             offset += size
         out = np.empty((rows, t.n_out), dtype=self.dtype)
-        parallel = rows > 1 and rows * self.nodes >= PARALLEL_WORK
-        (tape.batch if parallel else tape.batch_serial)(
-            t.code, t.args, t.consts, t.outputs, X, out)
+        for begin, end in _chunks(rows, self.nodes):
+            parallel = end - begin > 1 and (end - begin) * self.nodes >= PARALLEL_WORK
+            (tape.batch if parallel else tape.batch_serial)(
+                t.code, t.args, t.consts, t.outputs, X[begin:end], out[begin:end])
         offset = 0
         for o in outputs:
             width = o.size // max(rows, 1)
             o.reshape(rows, width)[...] = out[:, offset:offset + width]
             offset += width
+
+
+def _chunks(rows: int, nodes: int):
+    """(begin, end) of each chunk of a batch of `rows` rows: one for a small batch; for a big
+    one, chunks of about CHUNK_WORK, their rows counted on a bar."""
+    size = max(1, CHUNK_WORK // max(nodes, 1))
+    if rows <= size:
+        yield 0, rows
+        return
+    with progress.bar(rows, f"evaluating {rows:,} rows", unit="row") as shown:
+        for begin in range(0, rows, size):
+            end = min(rows, begin + size)
+            yield begin, end
+            shown.update(end - begin)
 
 
 def _executor() -> ThreadPoolExecutor:
