@@ -288,17 +288,21 @@ class Program:
                              "derivatives of every element")
         result = self.symbolic_jacobian(of, wrt)
         if shape:  # an output of shape (1, 1): drop its axes, as grad does
-            result = {name: expr.reshape(*expr.shape[len(shape):]) if expr.shape[len(shape):]
-                      else expr[(0,) * len(shape)] for name, expr in result.items()}
+            result = type(result)(out, (), {
+                name: expr.reshape(*expr.shape[len(shape):]) if expr.shape[len(shape):]
+                else expr[(0,) * len(shape)] for name, expr in result.items()})
         return result
 
     def symbolic_jacobian(self, of: str | None = None, wrt=None) -> dict:
         """`{input: SymPy Array of shape output + input}` (an expression where that shape
-        is empty): the Jacobian of an output as formulas."""
+        is empty): the Jacobian of an output as formulas. A dict that Jupyter shows as LaTeX
+        (`symbolic.Derivatives`)."""
         from . import symbolic
+        out = autodiff.pick_output(self.graph, of)
         graph = self.derivative("jacobian", of, wrt)
-        return {name[2:]: expr for name, expr in symbolic.to_sympy(graph).items()
-                if name.startswith("d:")}
+        return symbolic.Derivatives(out, self.graph.outputs[out].shape, {
+            name[2:]: expr for name, expr in symbolic.to_sympy(graph).items()
+            if name.startswith("d:")})
 
     def to_sympy(self) -> dict:
         """`{output: SymPy expression or Array}`."""

@@ -481,12 +481,32 @@ def to_sympy(graph: Graph, names=None, real: bool = True) -> dict:
 
 
 class Derivatives(dict):
-    """input name -> derivative of output `of` (shape S + T), remembering `of` and S."""
+    """input name -> derivative of output `of` (shape S + T), remembering `of` and S.
+    Jupyter shows it as LaTeX, one line an input: `\\frac{\\partial d}{\\partial A} = [...]`."""
+
+    LATEX_TERMS = 20_000  # written-out size above which it shows as plain text
 
     def __init__(self, of: str, out_shape: tuple, items=()):
         super().__init__(items)
         self.of = of
         self.out_shape = tuple(out_shape)
+
+    def _repr_latex_(self) -> str | None:
+        exprs = [e for value in self.values() for e in _flat(value)]
+        stack, terms = list(exprs), 0  # counted without recursion: trees can be deep
+        while stack and terms <= self.LATEX_TERMS:
+            terms += 1
+            stack.extend(getattr(stack.pop(), "args", ()))
+        if not exprs or terms > self.LATEX_TERMS:
+            return None
+        return _deep_print(_latex_lines, self)
+
+
+def _latex_lines(derivs: Derivatives) -> str:
+    of = sp.latex(sp.Symbol(derivs.of))
+    lines = [f"\\frac{{\\partial {of}}}{{\\partial {sp.latex(sp.Symbol(name))}}} &= "
+             f"{sp.latex(value)}" for name, value in derivs.items()]
+    return "$\\begin{aligned}" + " \\\\ ".join(lines) + "\\end{aligned}$"
 
 
 _NONSMOOTH = (sp.floor, sp.ceiling, sp.sign)
