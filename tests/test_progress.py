@@ -141,8 +141,8 @@ def test_on_a_real_terminal(args, quiet):
 @pytest.mark.parametrize("tape", [False, True], ids=["machine code", "tape"])
 @pytest.mark.parametrize("threads", [1, 3])
 def test_chunks_give_the_interpreters_results(tape, threads, monkeypatch):
-    """A batch run in chunks of 7 rows (a shared input, an uneven last chunk, threads inside
-    chunks) equals the numpy interpreter, and every row is in exactly one chunk."""
+    """A batch run in chunks of 7 rows (a shared input, uneven slices and chunks, threads)
+    equals the numpy interpreter, and the chunks cover every row exactly once."""
     path = ROOT / "examples" / "matrix.dd"
     ref = diffdsl.load(path, backend="numpy")
     rng = np.random.default_rng(5)
@@ -155,17 +155,47 @@ def test_chunks_give_the_interpreters_results(tape, threads, monkeypatch):
     seen = []
     chunks = cpu._chunks
 
-    def spy(rows, nodes):
+    def spy_chunks(rows, nodes):  # the tape's chunks
         for span in chunks(rows, nodes):
             seen.append(span)
             yield span
 
-    monkeypatch.setattr(cpu, "_chunks", spy)
+    monkeypatch.setattr(cpu, "_chunks", spy_chunks)
     for of in ref.outputs:
-        nodes = len(prog.derivative("jacobian", of).nodes)
-        monkeypatch.setattr(cpu, "CHUNK_WORK", 7 * nodes)  # 7 rows a chunk
+        graph = prog.derivative("jacobian", of)
+        kernel = prog.kernel(graph)
+        if not tape:  # the machine code's chunks: each call of its row loop
+            rows = kernel._rows
+            kernel._rows = lambda p, s, begin, end, w, rows=rows: (
+                seen.append((begin, end)), rows(p, s, begin, end, w))
+        monkeypatch.setattr(cpu, "CHUNK_WORK", 7 * len(graph.nodes))  # 7 rows a chunk
         seen.clear()
         got, want = prog.jacobian(inputs, of=of), ref.jacobian(inputs, of=of)
         for name in want:
             np.testing.assert_allclose(got[name], want[name], rtol=1e-12, atol=1e-13)
-        assert seen == [(b, min(b + 7, 50)) for b in range(0, 50, 7)]
+        seen.sort()
+        assert [b for b, _ in seen] == [0] + [e for _, e in seen[:-1]] and seen[-1][1] == 50
+        assert max(e - b for b, e in seen) == 7
+
+
+def test_an_interrupt_between_chunks_stops_the_batch_and_leaves_the_kernel_usable(monkeypatch):
+    """Ctrl-C arrives between two chunks (here: raised by the bar's first update): it reaches
+    the caller, and the same kernel then evaluates the next batch right."""
+    import contextlib
+
+    class Interrupting:
+        def update(self, n=1):
+            raise KeyboardInterrupt
+
+    prog = diffdsl.load(DET3, backend="cpu", cache=False)
+    prog.grad(A=np.eye(3))  # the kernel is built before the bars are replaced
+    ref = diffdsl.load(DET3, backend="numpy")
+    monkeypatch.setattr(progress, "bar", lambda *a, **k: contextlib.nullcontext(Interrupting()))
+    monkeypatch.setattr(cpu, "PARALLEL_WORK", 0)
+    monkeypatch.setenv(cpu.THREADS_ENV, "3")
+    batch = np.random.default_rng(1).uniform(0.5, 1.5, (50, 3, 3))
+    monkeypatch.setattr(cpu, "CHUNK_WORK", 7 * len(prog.derivative("grad").nodes))
+    with pytest.raises(KeyboardInterrupt):
+        prog.grad(A=batch)
+    monkeypatch.setattr(cpu, "CHUNK_WORK", 10**18)
+    np.testing.assert_allclose(prog.grad(A=batch)["A"], ref.grad(A=batch)["A"], rtol=1e-12)

@@ -9,15 +9,17 @@ A `Kernel` takes one array per input port and per output port (DESIGN.md, decisi
 
 Inputs are read in place and outputs written once. Batches run serially below a work size
 and on threads above it, each thread a slice of the rows with its own scratch (the emitted
-row loop releases the GIL). Big batches run in chunks of rows, for a progress bar and so that
-Ctrl-C is heard between chunks; building a kernel shows its steps on a bar too
-(`progress`: on a terminal, after a second).
+row loop releases the GIL). Above CHUNK_WORK each thread runs its slice in chunks of rows,
+never waiting for the others between them, for a progress bar and so that Ctrl-C is heard
+between chunks; building a kernel shows its steps on a bar too (`progress`: on a terminal,
+after a second).
 """
 
 from __future__ import annotations
 
 import ctypes
 import os
+from concurrent import futures
 from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
@@ -31,7 +33,8 @@ TAPE_THRESHOLD = 2_000_000
 # Work (rows x nodes) below which a batch runs on one thread; from bench/threads.py (README).
 PARALLEL_WORK = 2_000_000
 # Work (rows x nodes) of one chunk of a big batch: from about 15 ms (adds and multiplies) to
-# 2 s (libm calls) on one core, so a chunk's hand-off to the threads costs under 1 %.
+# 2 s (libm calls) on one core, so that a bar moves and Ctrl-C is heard within seconds, while
+# a chunk's call costs nothing to speak of (bench/chunks.py).
 CHUNK_WORK = 100_000_000
 THREADS_ENV = "DIFFDSL_NUM_THREADS"
 EXPORTS = ("diffdsl_rows", "diffdsl_point", "diffdsl_batch")
@@ -128,34 +131,59 @@ class Kernel:
             return self._run_tape(inputs, strides, outputs, rows)
         steps = np.array(list(strides) + [a.size // max(rows, 1) for a in outputs] or [0],
                          dtype=np.int64)
-        if rows * self.nodes <= CHUNK_WORK:
-            self._span(inputs, outputs, steps, 0, rows)
-            return
-        for begin, end in _chunks(rows, self.nodes):
-            self._span(inputs, outputs, steps, begin, end)
-
-    def _span(self, inputs: list, outputs: list, steps, begin: int, end: int) -> None:
-        """Rows begin..end, on this thread or a slice on each of the pool's threads."""
-        rows = end - begin
         n = min(threads(), rows) if rows > 1 and rows * self.nodes >= PARALLEL_WORK else 1
-        if n <= 1 and self._batch is not None:
+        if rows * self.nodes > CHUNK_WORK:
+            with progress.bar(rows, f"evaluating {rows:,} rows", unit="row") as shown:
+                self._slices(inputs, outputs, steps, rows, n, _chunk_rows(self.nodes), shown)
+        elif n <= 1 and self._batch is not None:
             self._batch(*inputs, *outputs, steps, self._scratch,
-                        np.array([begin, end], dtype=np.int64))
-            return
+                        np.array([0, rows], dtype=np.int64))
+        else:
+            self._slices(inputs, outputs, steps, rows, n, rows)
+
+    def _slices(self, inputs, outputs, steps, rows: int, n: int, chunk: int, shown=None):
+        """Rows 0..rows in `n` slices, one a thread (this thread runs the first), each slice
+        in chunks of `chunk` rows. The threads never wait for each other between chunks;
+        `shown` counts the rows done, updated from this thread after each of its chunks and
+        while it waits for the others. Interrupted (Ctrl-C), the others stop after their
+        chunk."""
         ptrs = np.array([a.ctypes.data for a in (*inputs, *outputs)] or [0], dtype=np.uintp)
-        if n <= 1:
-            self._rows(ptrs.ctypes.data, steps.ctypes.data, begin, end,
-                       self._scratch.ctypes.data)
-            return
-        cuts = [begin + rows * k // n for k in range(n + 1)]
+        cuts = [rows * k // n for k in range(n + 1)]
         scratch = [np.empty(max(self.slots, 1), dtype=self.dtype) for _ in range(n)]
-        jobs = [_executor().submit(self._rows, ptrs.ctypes.data, steps.ctypes.data,
-                                   cuts[k], cuts[k + 1], scratch[k].ctypes.data)
-                for k in range(1, n)]
-        # The first slice runs here: one hand-off fewer, and this thread would wait anyway.
-        self._rows(ptrs.ctypes.data, steps.ctypes.data, cuts[0], cuts[1], scratch[0].ctypes.data)
+        done = [0] * n  # rows finished in each slice, each written by one thread only
+        counted = 0
+        stop = []
+
+        def count() -> None:
+            nonlocal counted
+            if shown is not None:
+                shown.update(sum(done) - counted)
+                counted = sum(done)
+
+        def work(k: int, after=None, arrays=(inputs, outputs)) -> None:
+            # `arrays`: the data the pointers point to lives while any slice runs
+            for begin in range(cuts[k], cuts[k + 1], chunk):
+                if stop:
+                    return
+                end = min(begin + chunk, cuts[k + 1])
+                self._rows(ptrs.ctypes.data, steps.ctypes.data, begin, end,
+                           scratch[k].ctypes.data)
+                done[k] = end - cuts[k]
+                if after is not None:
+                    after()
+
+        jobs = [_executor().submit(work, k) for k in range(1, n)]
+        try:
+            # The first slice runs here: one hand-off fewer, and this thread would wait anyway.
+            work(0, None if shown is None else count)
+            while shown is not None and futures.wait(jobs, timeout=progress.TICK_S).not_done:
+                count()
+        except BaseException:  # Ctrl-C: the other slices end after the chunk they are on
+            stop.append(True)
+            raise
         for job in jobs:
             job.result()
+        count()
 
     def _run_tape(self, inputs, strides, outputs, rows) -> None:
         from . import tape
@@ -178,10 +206,14 @@ class Kernel:
             offset += width
 
 
+def _chunk_rows(nodes: int) -> int:
+    return max(1, CHUNK_WORK // max(nodes, 1))
+
+
 def _chunks(rows: int, nodes: int):
-    """(begin, end) of each chunk of a batch of `rows` rows: one for a small batch; for a big
+    """(begin, end) of each chunk of a batch on the tape: one for a small batch; for a big
     one, chunks of about CHUNK_WORK, their rows counted on a bar."""
-    size = max(1, CHUNK_WORK // max(nodes, 1))
+    size = _chunk_rows(nodes)
     if rows <= size:
         yield 0, rows
         return
