@@ -43,8 +43,22 @@ class _Silent:
     def update(self, n: int = 1) -> None:
         pass
 
-    def set_postfix_str(self, s: str = "", refresh: bool = True) -> None:
+    def set_postfix_str(self, s: str = "") -> None:
         pass
+
+
+class _Shown:
+    """A tqdm bar, with a postfix that waits for the next draw: tqdm's own draws at once,
+    before the delay, and a bar drawn that early is never cleared from the screen."""
+
+    def __init__(self, bar):
+        self.bar = bar
+
+    def update(self, n: int = 1) -> None:
+        self.bar.update(n)
+
+    def set_postfix_str(self, s: str = "") -> None:
+        self.bar.set_postfix_str(s, refresh=False)
 
 
 def _visible() -> bool:
@@ -77,7 +91,7 @@ def bar(total: int | None, desc: str, unit: str = "it", rate: bool = True) -> It
         ticker = threading.Thread(target=_tick, args=(shown, stop), daemon=True)
         ticker.start()
         try:
-            yield shown
+            yield _Shown(shown)
         finally:
             stop.set()
             ticker.join()

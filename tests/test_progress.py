@@ -66,6 +66,15 @@ def test_building_a_kernel_and_checking_show_bars_on_a_terminal(terminal):
     assert "checking derivatives:   0%" in stream.getvalue() and " 0/4 " in stream.getvalue()
 
 
+def test_work_shorter_than_the_delay_leaves_nothing_on_the_terminal(terminal, monkeypatch):
+    stream = terminal()
+    monkeypatch.setattr(progress, "DELAY_S", 1.0)
+    prog = diffdsl.load(DET3, backend="cpu", cache=False)
+    prog.grad(A=np.eye(3))  # builds a kernel: a bar with named steps, in milliseconds
+    assert cli.main(["check", str(ROOT / "examples" / "det2.dd")]) == 0
+    assert stream.getvalue() == ""
+
+
 def test_quiet_and_set_quiet_silence_the_bars(terminal, capsys):
     stream = terminal()
     assert cli.main(["check", str(ROOT / "examples" / "det2.dd"), "--quiet"]) == 0
