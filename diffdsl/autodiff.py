@@ -75,18 +75,9 @@ def active_nodes(b: Builder, sources: set[int]) -> bytearray:
     for i, node in enumerate(b.nodes):
         if i in sources:
             active[i] = 1
-        elif node.args and OPS[node.op].vjp is not None:
+        elif node.args and OPS[node.op].pullback is not None:
             active[i] = any(active[a] for a in node.args)
     return active
-
-
-# Ops whose pullback routes the cotangent to one argument with a select (LANGUAGE.md: a select
-# sends the derivative to the branch taken, min and max to the argument chosen).
-_ROUTING = frozenset(("select", "min", "max"))
-# Ops whose pullback only routes or negates the cotangent: a zero cotangent gives exactly zero
-# parts. Every other pullback multiplies by partial derivatives, which may be infinite or NaN
-# where the node's value is not used (`sqrt'(-1)`), and 0 * nan is nan.
-_EXACT = _ROUTING | {"add", "sub", "neg"}
 
 
 def reverse(b: Builder, stop: int, active: bytearray, seeds: list[tuple[int, int]]) -> dict:
@@ -110,18 +101,18 @@ def reverse(b: Builder, stop: int, active: bytearray, seeds: list[tuple[int, int
         if c is None:
             continue
         node = b.nodes[i]
-        rule = OPS[node.op].vjp
-        if rule is None or not node.args:
+        row = OPS[node.op]
+        if row.pullback is None or not node.args:
             continue
-        parts = rule(b, node.args, i, c)
+        parts = row.pullback(b, node.args, i, c)
         here = guard[i]
         for a, part in zip(node.args, parts, strict=True):
             if part is None or not active[a] or b.value(part) == 0.0:
                 continue
             edge = here
-            if node.op in _ROUTING:
+            if row.routes:  # the pullback's select says where the cotangent goes
                 edge = _both(b, here, _routed_condition(b, part))
-            elif here is not None and node.op not in _EXACT:
+            elif here is not None and not row.copies:
                 part = b.select(here, part, b.const(0.0))
             ct[a] = part if a not in ct else b.add(ct[a], part)
             guard[a] = edge if a not in guard else _either(b, guard[a], edge)
@@ -180,19 +171,19 @@ def forward(b: Builder, stop: int, active: bytearray, tangents: dict[int, int]) 
             continue
         node = b.nodes[i]
         row = OPS[node.op]
-        if row.vjp is None or not node.args:
+        if row.pullback is None or not node.args:
             continue
         ts = [t.get(a) for a in node.args]
         if all(x is None for x in ts):
             continue
-        if row.jvp is not None:
-            result = row.jvp(b, node.args, i, ts)
+        if row.tangent is not None:
+            result = row.tangent(b, node.args, i, ts)
         else:
             result = None
             for k, tk in enumerate(ts):
                 if tk is None:
                     continue
-                part = row.vjp(b, node.args, i, tk)[k]
+                part = row.pullback(b, node.args, i, tk)[k]
                 if part is None:
                     continue
                 result = part if result is None else b.add(result, part)

@@ -31,19 +31,29 @@ LAYERS = {
     "version": 0,
     "limits": 0.5,  # reads the environment; raises errors' LimitError
     "progress": 0.5,  # bars on stderr (tqdm when installed)
+    "special": 0.75,  # libm's lgamma, digamma as a graph: for the op table
+    "cache": 1,  # content-addressed kernels on disk: backends keep generated modules there
     "syntax": 1,
     "ops": 1,
+    "rewrites": 1,  # the builder's identities, beside the op table
+    "ufuncs": 1.5,  # each op as a NumPy function, from its row
     "parse": 2,
     "ir": 2,
+    "static": 2.25,  # builtins of static numbers, folded through the rows
     "values": 2.5,
     "builtins": 2.75,
     "lower": 3,
     "autodiff": 3,
     "passes/*": 3,
     "passes/__init__": 3.5,
+    "sympy_atoms": 3,  # constants and input symbols as SymPy
+    "sympy_ops": 3,  # each op as SymPy, from its row
     "symbolic": 3.5,  # exports the derivative graphs autodiff makes
+    "oracle": 3.75,  # SymPy's derivatives of an exported program beside ours
     "dot": 3,
     "backends/emit": 3,
+    "backends/numba_text": 3,  # Numba's text of the rows: expressions, tape dispatch
+    "backends/cudasim": 3,  # IEEE math for the CUDA simulator
     "backends/llvm": 3,  # the LLVM IR emitter: text from a graph
     "backends/native": 3,  # llvmlite: object code from text, loaded into the JIT
     "backends/numpy": 4,
@@ -53,7 +63,6 @@ LAYERS = {
     "backends/tape": 4,
     "backends/__init__": 4.5,
     "inputs": 4.5,  # checks values against a graph's inputs, for every backend
-    "cache": 4.75,  # kernels on disk, below the engine that uses them
     "engine": 5,
     "plans": 5,  # graphs on disk by source text
     "check": 5,  # uses symbolic, autodiff and the numpy interpreter

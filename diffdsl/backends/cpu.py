@@ -65,7 +65,10 @@ def emit(graph: Graph, dtype: str, key: str = "") -> tuple[str, int]:
 class Kernel:
     """Machine code of one graph in one dtype (or its tape, for huge graphs)."""
 
-    def __init__(self, graph: Graph, dtype, obj: bytes | None = None, slots: int | None = None):
+    def __init__(self, graph: Graph, dtype, obj: bytes | None = None, slots: int | None = None,
+                 cache: bool = True):
+        """`obj` and `slots`: object code and scratch from the cache, else compiled here;
+        `cache=False` keeps the tape's interpreter off the disk."""
         self.dtype = np.dtype(dtype)
         self.nodes = len(graph.nodes)
         self.n_in = len(graph.inputs)
@@ -77,6 +80,7 @@ class Kernel:
         if uses_tape(graph):
             from . import tape
             self.tape = tape.Tape(graph, self.dtype)
+            self._interpreter = tape.interpreter(cache)
             return
         if obj is None:
             text, slots = emit(graph, self.dtype.name)
@@ -130,7 +134,6 @@ class Kernel:
             job.result()
 
     def _run_tape(self, inputs, strides, outputs, rows) -> None:
-        from . import tape
         t = self.tape
         # The tape reads one concatenated row layout; build it once.
         X = np.empty((rows, sum(self.in_sizes)), dtype=self.dtype)
@@ -140,8 +143,8 @@ class Kernel:
             offset += size
         out = np.empty((rows, t.n_out), dtype=self.dtype)
         parallel = rows > 1 and rows * self.nodes >= PARALLEL_WORK
-        (tape.batch if parallel else tape.batch_serial)(
-            t.code, t.args, t.consts, t.outputs, X, out)
+        run = self._interpreter.batch if parallel else self._interpreter.batch_serial
+        run(t.code, t.args, t.consts, t.outputs, X, out, self.dtype.type(1), self.dtype.type(0))
         offset = 0
         for o in outputs:
             width = o.size // max(rows, 1)
