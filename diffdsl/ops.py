@@ -18,6 +18,8 @@ import math
 from dataclasses import dataclass
 from typing import Callable
 
+import numpy as np
+
 LN2 = math.log(2.0)
 LN10 = math.log(10.0)
 TWO_OVER_SQRT_PI = 2.0 / math.sqrt(math.pi)
@@ -211,7 +213,7 @@ _row("mul", 2, lambda x, y: x * y, "({0} * {1})", "({0} * {1})", "Mul",
 _row("div", 2, lambda x, y: x / y, "({0} / {1})", "({0} / {1})", "div",
      lambda g, a, out, ct: (g.div(ct, a[1]), g.neg(g.div(g.mul(ct, out), a[1]))),
      ll="{r} = fdiv {t} {0}, {1}")
-_row("pow", 2, math.pow, "np.power({0}, {1})", "({0} ** {1})", "Pow",
+_row("pow", 2, math.pow, "_power({0}, {1})", "({0} ** {1})", "Pow",
      lambda g, a, out, ct: (
          g.mul(ct, g.mul(a[1], g.pow(a[0], g.sub(a[1], g.const(1.0))))),
          # d/dy x**y = x**y log x, taken as 0 at x = 0 (its limit for y > 0), not 0 * -inf.
@@ -294,6 +296,18 @@ def _libm_lgamma():
 
 
 _LGAMMA = _libm_lgamma()
+
+
+def np_power(a, b):
+    """np.power, except where NumPy computes a scalar exponent 0.5 as sqrt: C's pow (which the
+    folder and the compiled backends call) gives pow(-inf, 0.5) = inf and pow(-0.0, 0.5) = +0.0,
+    where sqrt gives nan and -0.0."""
+    out = np.power(a, b)
+    half = np.equal(b, 0.5)
+    if np.any(half):
+        fixed = np.where(half & np.equal(a, -np.inf), np.inf, np.where(half, out + 0.0, out))
+        out = fixed.astype(np.asarray(out).dtype, copy=False)
+    return out
 
 
 def py_lgamma(x: float) -> float:

@@ -20,7 +20,7 @@ from .errors import (
     StaticValueError,
     TypeMismatchError,
 )
-from .ops import ARITHMETIC, COMPARISONS, py_lgamma
+from .ops import ARITHMETIC, COMPARISONS, np_power, py_lgamma
 
 
 class Dyn:
@@ -387,7 +387,7 @@ _PY_COMPARE = {"<": operator.lt, "<=": operator.le, ">": operator.gt, ">=": oper
 
 _NP_STATIC = {
     "add": np.add, "sub": np.subtract, "mul": np.multiply, "div": np.true_divide,
-    "pow": np.power, "atan2": np.arctan2, "hypot": np.hypot,
+    "pow": np_power, "atan2": np.arctan2, "hypot": np.hypot,
     "exp": np.exp, "log": np.log, "log1p": np.log1p, "expm1": np.expm1, "log2": np.log2,
     "log10": np.log10, "sqrt": np.sqrt, "cbrt": np.cbrt, "sin": np.sin, "cos": np.cos,
     "tan": np.tan, "asin": np.arcsin, "acos": np.arccos, "atan": np.arctan, "sinh": np.sinh,

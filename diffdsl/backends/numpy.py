@@ -7,7 +7,7 @@ import math
 import numpy as np
 
 from ..ir import Graph
-from ..ops import OPS, py_lgamma
+from ..ops import OPS, np_power, py_lgamma
 
 _erf = np.frompyfunc(math.erf, 1, 1)
 
@@ -24,7 +24,7 @@ def _lgamma_array(x):
 
 
 # The names the table's NumPy spellings use, and one compiled lambda per op made from them.
-NAMESPACE = {"np": np, "_erf": _erf_array, "_lgamma": _lgamma_array}
+NAMESPACE = {"np": np, "_erf": _erf_array, "_lgamma": _lgamma_array, "_power": np_power}
 _FUNCS = {}
 for _name, _row in OPS.items():
     if _row.arity:
