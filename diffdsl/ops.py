@@ -39,7 +39,8 @@ class Op:
     # Python on floats, for constant folding; it may raise (then the node is left to run time).
     # A row without a `numpy` spelling needs a fold that never raises: it is mapped over arrays.
     fold: Callable | None = None
-    # A NumPy expression of arrays {0}, {1}, {2} (module `np`); "" maps `fold` over the elements.
+    # A NumPy expression of arrays {0}, {1}, {2} (module `np`, and `c_power`: np.power as C's
+    # pow, see ufuncs.py); "" maps `fold` over the elements.
     numpy: str = ""
     # Python that Numba compiles, for the CUDA kernels and the tapes: operands {0}, {1}, {2},
     # `{one}` and `{zero}` the constants of the kernel's dtype, `math` (IEEE under the CUDA
@@ -230,7 +231,7 @@ _row("mul", 2, fold=operator.mul, numpy="({0} * {1})", numba="({0} * {1})", symp
 _row("div", 2, fold=operator.truediv, numpy="({0} / {1})", numba="({0} / {1})",
      sympy="{0} / {1}", symbol="/", ll="{r} = fdiv {t} {0}, {1}",
      pullback=lambda g, a, out, ct: (g.div(ct, a[1]), g.neg(g.div(g.mul(ct, out), a[1]))))
-_row("pow", 2, builtin=True, fold=math.pow, numpy="np.power({0}, {1})", numba="({0} ** {1})",
+_row("pow", 2, builtin=True, fold=math.pow, numpy="c_power({0}, {1})", numba="({0} ** {1})",
      sympy="sp.Pow({0}, {1})", symbol="**", ll=_intrinsic("pow", 2),
      pullback=lambda g, a, out, ct: (
          g.mul(ct, g.mul(a[1], g.pow(a[0], g.sub(a[1], g.const(1.0))))),
