@@ -27,7 +27,7 @@ import warnings
 import numpy as np
 
 from ..ir import Graph, verify
-from . import cuda_tape, emit, numba_text
+from . import cuda_tape, numba_text
 from .cudasim import SIM_MATH
 
 # Graphs with more nodes than this run on the tape. Straight-line device code compiles in time
@@ -185,16 +185,6 @@ def literal(x: float) -> str:
     return f"T({float(x)!r})"
 
 
-def import_file(name: str, path) -> types.ModuleType:
-    """Import a generated module from its file (Numba caches what it can)."""
-    return _adapt(emit.import_file(name, path))
-
-
-def module_in_memory(name: str, source: str) -> types.ModuleType:
-    """The same module without a file: compiled in this process only, never cached."""
-    return _adapt(emit.module_in_memory(name, source))
-
-
 def _adapt(module: types.ModuleType) -> types.ModuleType:
     """Under the simulator, give the module's kernels IEEE `math` (NaN, not ValueError)."""
     if simulated():
@@ -318,17 +308,6 @@ class Kernel:
             run[grid, tpb](d["code"], d["args"], d["dest"], d["consts"], V, count, one, zero)
             for Y, slots in zip(outs, d["out"], strict=True):
                 store[grid, tpb](V, Y, slots, start, count)
-
-    def point(self, x: np.ndarray) -> np.ndarray:
-        """One row given in the CPU kernels' concatenated layout (n_in,) -> (n_out,), on host."""
-        x = np.asarray(x, dtype=self.dtype).reshape(-1)
-        parts, offset = [], 0
-        for size in self.in_sizes:
-            parts.append(x[offset:offset + size].reshape(1, size))
-            offset += size
-        outs = self.run(parts, 1, host=True)
-        return np.concatenate([o.reshape(-1) for o in outs]) if outs else \
-            np.empty(0, dtype=self.dtype)
 
     def warm(self) -> Kernel:
         """Compile (or load from Numba's cache) now, with a one-row launch."""
