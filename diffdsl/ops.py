@@ -254,6 +254,40 @@ _row("hypot", 2, builtin=True, fold=math.hypot, numpy="np.hypot({0}, {1})",
      pullback=lambda g, a, out, ct: tuple(
          g.select(g.op("eq", out, g.const(0.0)), g.const(0.0), g.div(g.mul(ct, x), out))
          for x in a))
+
+
+def _py_logaddexp(x, y):
+    d = 0.0 if x == y else x - y  # 0 where equal, so inf and inf give inf, not inf - inf
+    return (x if d > 0 else y) + math.log1p(math.exp(-abs(d)))
+
+
+def _softmax_weights(g, a, b):
+    """exp(a - y) and exp(b - y) for y = logaddexp(a, b): 1 / (1 + e) for the larger argument
+    and e / (1 + e) for the other, e = exp(-|a - b|) <= 1. Neither overflows nor is 1 minus the
+    other, so their derivatives (the Hessian) keep their accuracy where one weight is tiny."""
+    x = g.sub(a, b)
+    ahead = g.op("ge", x, g.const(0.0))
+    e = g.op("exp", g.select(ahead, g.neg(x), x))  # |x| as a select: its slope is 1 at 0 too
+    big = g.div(g.const(1.0), g.add(g.const(1.0), e))
+    small = g.div(e, g.add(g.const(1.0), e))
+    return g.select(ahead, big, small), g.select(ahead, small, big)
+
+
+# logaddexp(a, b) = log(exp(a) + exp(b)) without overflow, as NumPy computes it: the larger
+# argument plus log1p(exp(-|a - b|)); a + ln 2 where a == b. Its partial derivatives are the
+# softmax weights of its arguments.
+_row("logaddexp", 2, builtin=True, fold=_py_logaddexp, numpy="np.logaddexp({0}, {1})",
+     numba="(({0} if {0} - {1} > {zero} else {1})"
+           " + math.log1p(math.exp(-abs({zero} if {0} == {1} else {0} - {1}))))",
+     sympy="sp.log(apply(sp.exp, {0}) + apply(sp.exp, {1}))",
+     ll="{r}.e = fcmp oeq {t} {0}, {1}\n{r}.d = fsub {t} {0}, {1}\n"
+        "{r}.z = select i1 {r}.e, {t} 0.0, {t} {r}.d\n{r}.g = fcmp ogt {t} {r}.d, 0.0\n"
+        "{r}.m = select i1 {r}.g, {t} {0}, {t} {1}\n"
+        "{r}.a = call {t} @llvm.fabs.{s}({t} {r}.z)\n{r}.n = fneg {t} {r}.a\n"
+        "{r}.x = call {t} @llvm.exp.{s}({t} {r}.n)\n{r}.l = call {t} @log1p{f}({t} {r}.x)\n"
+        "{r} = fadd {t} {r}.m, {r}.l",
+     pullback=lambda g, a, out, ct: tuple(g.mul(ct, w) for w in _softmax_weights(g, *a)))
+
 # min and max send the whole derivative to the first argument on a tie (LANGUAGE.md); SymPy's
 # Min and Max are symmetric, so they are exported as a Piecewise.
 for _name, _test, _cmp, _cls, _fn in (("min", "<=", "ole", "Le", operator.le),

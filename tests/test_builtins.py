@@ -54,6 +54,7 @@ UNARY = {
 BINARY = {
     "atan2": (np.arctan2, -3.0, 3.0),
     "hypot": (np.hypot, -3.0, 3.0),
+    "logaddexp": (np.logaddexp, -30.0, 30.0),
     "pow": (np.power, 0.1, 3.0),
     "min": (np.minimum, -3.0, 3.0),
     "max": (np.maximum, -3.0, 3.0),
@@ -62,7 +63,7 @@ BINARY = {
 LANGUAGE_BUILTINS = set(
     "exp log log1p expm1 log2 log10 sqrt cbrt sin cos tan asin acos atan sinh cosh tanh asinh "
     "acosh atanh abs sign floor ceil erf atan2 hypot pow min max sum prod dot transpose trace "
-    "minor zeros ones eye len rows cols size pi lgamma".split()
+    "minor zeros ones eye len rows cols size pi lgamma logaddexp".split()
 )
 
 
@@ -412,7 +413,7 @@ OP_CASES = {
 }
 OP_CASES.update({
     name: (f"input a\ninput b\noutput y = {name}(a, b)", _AB, BINARY[name][0](_A, _B))
-    for name in ("atan2", "hypot", "min", "max")
+    for name in ("atan2", "hypot", "logaddexp", "min", "max")
 })
 OP_CASES.update({
     "pow": ("input a\ninput b\noutput y = a ** b", {"a": _A, "b": 2.5}, _A ** 2.5),

@@ -186,6 +186,7 @@ OP_ARGS = {
     "pow": lambda b, x, y, z: [x, y],
     "atan2": lambda b, x, y, z: [_shift(b, y), _shift(b, x)],
     "hypot": lambda b, x, y, z: [_shift(b, x), y],
+    "logaddexp": lambda b, x, y, z: [_shift(b, x), y],
     "min": lambda b, x, y, z: [x, y],
     "max": lambda b, x, y, z: [x, y],
     "lt": lambda b, x, y, z: [x, y],
