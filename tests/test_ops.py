@@ -2,15 +2,20 @@
 a new elementwise op is one row in ops.py plus its tests. The behaviour of each consumer is
 tested where it lives (test_builtins: fold against NumPy; test_engine: LLVM and the tapes on
 special values; test_cuda: the CUDA kernels; test_symbolic: SymPy export and derivatives;
-test_autodiff: pullbacks against finite differences)."""
+test_autodiff: pullbacks against finite differences). Every op also runs as a program of the
+language, and its fold agrees with its NumPy function."""
 
 from __future__ import annotations
 
 import ast
+import math
 import re
 
+import numpy as np
 import pytest
+from test_builtins import BINARY, UNARY, close
 
+import diffdsl
 from diffdsl import builtins, dot, ops, rewrites, static, ufuncs
 from diffdsl.backends import cuda, cuda_tape, llvm, numba_text, tape
 from diffdsl.ir import Builder, Port
@@ -104,3 +109,75 @@ def test_rows_spell_operands_they_have():
             if field == "numpy" and not text:
                 continue  # the fold, mapped over the elements
             assert used == set(range(row.arity)), (name, field, text)
+
+
+# every op through the language ----------------------------------------------------------
+
+# One program per op of `ops.OPS` (leaves excepted): source, inputs, expected value.
+_A = 0.7
+_B = -1.3
+_AB = {"a": _A, "b": _B}
+OP_CASES = {
+    name: (f"input a\noutput y = {name}(a)", {"a": val}, UNARY[name][0](val))
+    for name, val in {
+        "exp": 0.3, "log": 0.7, "log1p": 0.7, "expm1": 0.3, "log2": 0.7, "log10": 0.7,
+        "sqrt": 0.7, "cbrt": -0.7, "sin": 0.7, "cos": 0.7, "tan": 0.7, "asin": 0.7,
+        "acos": 0.7, "atan": 0.7, "sinh": 0.7, "cosh": 0.7, "tanh": 0.7, "asinh": 0.7,
+        "acosh": 1.7, "atanh": 0.7, "abs": -0.7, "sign": -0.7, "floor": -0.7, "ceil": -0.7,
+        "erf": 0.7, "lgamma": 0.7,
+    }.items()
+}
+OP_CASES.update({
+    name: (f"input a\ninput b\noutput y = {name}(a, b)", _AB, BINARY[name][0](_A, _B))
+    for name in ("atan2", "hypot", "logaddexp", "min", "max")
+})
+OP_CASES.update({
+    "pow": ("input a\ninput b\noutput y = a ** b", {"a": _A, "b": 2.5}, _A ** 2.5),
+    "neg": ("input a\noutput y = -a", {"a": _A}, -_A),
+    "add": ("input a\ninput b\noutput y = a + b", _AB, _A + _B),
+    "sub": ("input a\ninput b\noutput y = a - b", _AB, _A - _B),
+    "mul": ("input a\ninput b\noutput y = a * b", _AB, _A * _B),
+    "div": ("input a\ninput b\noutput y = a / b", _AB, _A / _B),
+    "lt": ("input a\ninput b\noutput y = if a < b then a else b", _AB, _B),
+    "le": ("input a\ninput b\noutput y = if a <= b then a else b", _AB, _B),
+    "gt": ("input a\ninput b\noutput y = if a > b then a else b", _AB, _A),
+    "ge": ("input a\ninput b\noutput y = if a >= b then a else b", _AB, _A),
+    "eq": ("input a\ninput b\noutput y = if a == b then a else b", _AB, _B),
+    "ne": ("input a\ninput b\noutput y = if a != b then a else b", _AB, _A),
+    "and": ("input a\ninput b\noutput y = if a > 0 and b > 0 then a else b", _AB, _B),
+    "or": ("input a\ninput b\noutput y = if a > 0 or b > 0 then a else b", _AB, _A),
+    "not": ("input a\ninput b\noutput y = if not a > 0 then a else b", _AB, _B),
+    "select": ("input a\ninput b\noutput y = if a > b then sin(a) else cos(b)", _AB,
+               math.sin(_A)),
+})
+
+
+def test_every_op_is_covered():
+    assert set(OP_CASES) == set(OPS) - {"input", "const"}
+
+
+@pytest.mark.parametrize("name", sorted(OP_CASES))
+def test_op(name):
+    src, inputs, expected = OP_CASES[name]
+    prog = diffdsl.compile(src)
+    assert name in prog.graph.op_counts(), prog.graph.text()
+    close(prog(**inputs), expected)
+    # The same op over a batch of rows that all hold the same values.
+    batch = {k: np.full(3, v) for k, v in inputs.items()}
+    close(prog(**batch), np.full(3, expected))
+
+
+@pytest.mark.parametrize("name", sorted(n for n in OPS if n not in ("input", "const")))
+def test_op_fold_matches_numpy(name):
+    """The table's constant folding (`fold`) agrees with its NumPy spelling (`numpy`)."""
+    row = OPS[name]
+    args = {1: [(0.7,), (-0.3,)], 2: [(0.7, -1.3), (1.5, 1.5)], 3: [(1.0, 0.7, -1.3),
+                                                                  (0.0, 0.7, -1.3)]}[row.arity]
+    if name in ("log", "log2", "log10", "sqrt"):
+        args = [(1.7,), (0.3,)]
+    if name == "acosh":
+        args = [(1.7,), (3.0,)]
+    if name == "pow":
+        args = [(0.7, -1.3), (1.5, 2.0)]
+    for a in args:
+        close(float(row.fold(*a)), float(ufuncs.FUNCTIONS[name](*(np.float64(x) for x in a))))
