@@ -58,9 +58,11 @@ LAYERS = {
     "plans": 5,  # graphs on disk by source text
     "check": 5,  # uses symbolic, autodiff and the numpy interpreter
     "objective": 5.5,  # a program as a function of a flat vector (duck-typed Program)
+    "chunked": 5.5,  # Dask arrays: a kernel call per chunk (duck-typed Program)
     "api": 6,
     "cli": 7,
     "cli_examples": 7,
+    "cli_files": 7,  # chunked .npy and Zarr files for the command line
     "__main__": 7,
     "__init__": 7,
 }
@@ -70,6 +72,7 @@ LAYERS = {
 ALLOWED_SAME_LAYER = {
     ("__main__", "cli"),
     ("cli", "cli_examples"),
+    ("cli", "cli_files"),
     ("backends/cpu", "backends/tape"),
     ("backends/cuda", "backends/tape"),
     ("backends/cuda", "backends/cuda_tape"),
