@@ -12,7 +12,7 @@ from pathlib import Path
 
 import numpy as np
 
-from . import api, cli_files, limits
+from . import api, cli_files, datafiles, limits
 from .cli_examples import epilog
 from .errors import DiffDSLError, InputError, UsageError
 
@@ -235,7 +235,7 @@ def _plain_warning(message, category, filename, lineno, file=None, line=None) ->
 # inputs ------------------------------------------------------------------------------------
 def read_specs(specs: list, lazy: bool = False) -> dict:
     """`--inputs` values to a dict of name -> value (INTERFACE.md, SPEC); `lazy`: .npy and
-    Zarr arrays as `cli_files` sources, read a chunk at a time."""
+    Zarr arrays as `datafiles` sources, read a chunk at a time."""
     values: dict = {}
     for spec in _flatten(specs):
         if "=" in spec and not _is_file(spec):
@@ -244,9 +244,9 @@ def read_specs(specs: list, lazy: bool = False) -> dict:
             if not name.isidentifier():
                 raise InputError(f"bad input spec {spec!r}: expected NAME=VALUE")
             _add(values, {name: read_value(text, name, lazy)}, spec)
-        elif cli_files.is_zarr(spec):
+        elif datafiles.is_zarr(spec):
             _add(values, {k: v if lazy else v.read()
-                          for k, v in cli_files.zarr_inputs(spec).items()}, spec)
+                          for k, v in datafiles.zarr_inputs(spec).items()}, spec)
         elif _is_file(spec):
             _add(values, _read_inputs_file(Path(spec)), spec)
         else:
@@ -282,8 +282,8 @@ def read_value(text: str, name: str = "value", lazy: bool = False):
     """A VALUE: JSON text, or the path of a .npy or .json file holding one value, or of a
     Zarr array (`STORE.zarr` or `STORE.zarr:ARRAY`)."""
     path = Path(text)
-    if cli_files.is_zarr(text):
-        source = cli_files.open_zarr(text, name)
+    if datafiles.is_zarr(text):
+        source = datafiles.open_zarr(text, name)
         return source if lazy else source.read()
     if not (text.endswith((".npy", ".json")) or _is_file(text)):
         return _load_json(text, name)
@@ -291,7 +291,7 @@ def read_value(text: str, name: str = "value", lazy: bool = False):
         raise InputError(f"{name}: no such file {text!r}")
     if path.suffix == ".npy":
         if lazy:
-            return cli_files.NpySource(path, name)
+            return datafiles.NpySource(path, name)
         try:
             return np.load(path, allow_pickle=False)
         except Exception as exc:  # numpy raises many kinds for a damaged file

@@ -1,5 +1,5 @@
 """Chunked files on the command line: `.npy` inputs memory-mapped, Zarr inputs, `.npy` and
-Zarr outputs written chunk by chunk and renamed into place (cli_files.py).
+Zarr outputs written chunk by chunk and renamed into place (cli_files.py, datafiles.py).
 
 Every chunked result is compared with the in-memory path (`--output FILE.npz`) on the same
 inputs, and det3's with NumPy's determinant and inverse; the chunk size must not change a
@@ -14,7 +14,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from diffdsl import cli, cli_files
+from diffdsl import cli, cli_files, datafiles
 
 EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
 DET3 = EXAMPLES / "det3.dd"
@@ -42,6 +42,13 @@ def in_memory(capsys, tmp_path, *args) -> dict:
 @pytest.fixture
 def zarr():
     return pytest.importorskip("zarr", reason="zarr is not installed (the 'dask' extra)")
+
+
+def zarr_array(zarr, store: Path, path: str, data: np.ndarray, chunks=None) -> None:
+    """An array in a Zarr store, through the calls zarr 2 and 3 share."""
+    array = zarr.open_array(store=str(store), path=path, mode="w", shape=data.shape,
+                            chunks=chunks or data.shape, dtype=data.dtype)
+    array[...] = data
 
 
 def test_npy_in_npy_out_in_chunks(capsys, tmp_path):
@@ -89,9 +96,9 @@ def test_zarr_output_equals_the_in_memory_path(capsys, tmp_path, zarr, command, 
 
 
 def test_zarr_inputs_by_array_and_by_group(capsys, tmp_path, zarr):
-    store = zarr.open_group(str(tmp_path / "in.zarr"), mode="w")
-    store.create_array("mats", data=A, chunks=(8, 3, 3))
-    store.create_array("v", data=np.array([1.0, -2.0, 0.5]))
+    zarr.open_group(str(tmp_path / "in.zarr"), mode="w")
+    zarr_array(zarr, tmp_path / "in.zarr", "mats", A, chunks=(8, 3, 3))
+    zarr_array(zarr, tmp_path / "in.zarr", "v", np.array([1.0, -2.0, 0.5]))
     code, _, err = run(capsys, "grad", DET3, "--inputs", f"A={tmp_path / 'in.zarr'}:mats",
                        "--output", tmp_path / "g.zarr", "--chunk", 9)
     assert code == 0, err
@@ -101,9 +108,9 @@ def test_zarr_inputs_by_array_and_by_group(capsys, tmp_path, zarr):
                                det[:, None, None] * np.linalg.inv(A).transpose(0, 2, 1),
                                rtol=1e-9, atol=1e-12)
     # A group as a FILE of inputs, like an .npz: names are its arrays'.
-    group = zarr.open_group(str(tmp_path / "both.zarr"), mode="w")
-    group.create_array("A", data=A[:, :, :])
-    group.create_array("v", data=np.array([1.0, -2.0, 0.5]))
+    zarr.open_group(str(tmp_path / "both.zarr"), mode="w")
+    zarr_array(zarr, tmp_path / "both.zarr", "A", A)
+    zarr_array(zarr, tmp_path / "both.zarr", "v", np.array([1.0, -2.0, 0.5]))
     want = in_memory(capsys, tmp_path, "eval", MATRIX, "--inputs", tmp_path / "both.zarr")
     code, _, err = run(capsys, "eval", MATRIX, "--inputs", tmp_path / "both.zarr",
                        "--output", tmp_path / "e.zarr")
@@ -165,7 +172,7 @@ def test_a_failed_run_leaves_the_old_output_and_no_temporary_file(capsys, tmp_pa
         if len(writes) == 3:
             raise OSError(28, "No space left on device")
 
-    monkeypatch.setattr(cli_files.NpyWriter, "write", failing)
+    monkeypatch.setattr(datafiles.NpyWriter, "write", failing)
     code, _, err = run(capsys, "eval", DET3, "--inputs", f"A={tmp_path / 'A.npy'}",
                        "--output", out, "--chunk", 10)
     assert code == 2 and "No space left on device" in err and "Traceback" not in err
@@ -175,8 +182,8 @@ def test_a_failed_run_leaves_the_old_output_and_no_temporary_file(capsys, tmp_pa
 
 def test_an_existing_zarr_store_is_replaced_and_nothing_else(capsys, tmp_path, zarr):
     np.save(tmp_path / "A.npy", A)
-    old = zarr.open_group(str(tmp_path / "g.zarr"), mode="w")
-    old.create_array("stale", data=np.zeros(2))
+    zarr.open_group(str(tmp_path / "g.zarr"), mode="w")
+    zarr_array(zarr, tmp_path / "g.zarr", "stale", np.zeros(2))
     args = ["grad", DET3, "--inputs", f"A={tmp_path / 'A.npy'}"]
     assert run(capsys, *args, "--output", tmp_path / "g.zarr")[0] == 0
     assert sorted(zarr.open_group(str(tmp_path / "g.zarr"), mode="r").array_keys()) == \

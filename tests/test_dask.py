@@ -162,6 +162,22 @@ def test_bad_dask_inputs_are_input_errors(fit):
         fit(x=x, t=t, w=W, b=B, backend="gpu")
 
 
+def test_tasks_carry_the_source_and_options_not_the_compiled_program(fit):
+    from diffdsl import chunked
+    recipe = chunked.Recipe.of(fit, diffdsl.compile)
+    assert len(pickle.dumps(recipe)) < len(FIT) + 1000  # the kernels would be ~100 KB
+    rebuilt = pickle.loads(pickle.dumps(recipe)).build()
+    assert rebuilt is not fit and rebuilt.graph.key() == fit.graph.key()
+    assert (rebuilt.backend, rebuilt.dtype, rebuilt.filename) == ("cpu", "float64", "fit.dd")
+    # A Program made from a graph (no source) sends its graph instead.
+    bare = diffdsl.Program(fit.graph, cache=False)
+    again = pickle.loads(pickle.dumps(chunked.Recipe.of(bare, diffdsl.compile))).build()
+    assert again.graph.key() == fit.graph.key() and again.cache is False
+    x, t = lazy(X, T)
+    np.testing.assert_allclose(bare(x=x, t=t, w=W, b=B)["loss"].compute(),
+                               fit(x=X, t=T, w=W, b=B)["loss"], rtol=1e-13)
+
+
 def test_import_diffdsl_does_not_import_dask():
     code = "import diffdsl, sys; print('dask' in sys.modules)"
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
@@ -207,10 +223,13 @@ def test_a_worker_killed_mid_computation_is_retried(client, tmp_path, fit):
             os._exit(1)
         return block
 
+    before = set(client.scheduler_info()["workers"])
     x = da.from_array(X, chunks=(5, 3)).map_blocks(die_once, dtype=float)
     value, g = fit.value_and_grad(of="loss", x=x, t=T, w=W, b=B, reduce="sum")
     got_value, got = dask.compute(value, g)
-    assert os.path.exists(flag)  # the worker did die
+    assert os.path.exists(flag)
+    client.wait_for_workers(2, timeout=60)  # the nanny starts a new worker in its place
+    assert len(set(client.scheduler_info()["workers"]) - before) == 1
     want_value, want = fit.value_and_grad(of="loss", x=X, t=T, w=W, b=B, reduce="sum")
     np.testing.assert_allclose(got_value, want_value, rtol=1e-12)
     for name in want:

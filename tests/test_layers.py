@@ -31,6 +31,7 @@ LAYERS = {
     "version": 0,
     "limits": 0.5,  # reads the environment; raises errors' LimitError
     "progress": 0.5,  # bars on stderr (tqdm when installed)
+    "datafiles": 0.5,  # .npy and Zarr arrays read and written in pieces of rows
     "syntax": 1,
     "ops": 1,
     "parse": 2,
