@@ -60,6 +60,7 @@ def _output_format(output) -> str | None:
         return "zarr"
     return None
 
+
 @dataclass
 class Job:
     """What a chunk needs, in a form that travels to Dask workers."""
@@ -81,6 +82,8 @@ def run(args, prog: api.Program, kind: str, of, inputs: dict, wrt=None, tangents
     fmt = _output_format(args.output)
     target = Path(args.output)
     _check_target(target, fmt)
+    if args.chunk is not None and args.chunk < 1:
+        raise UsageError("--chunk must be at least 1 row")
     job = Job(chunked.Recipe.of(prog, api.compile), kind, of, wrt,
               {n: _source(v, prog.inputs.get(n)) for n, v in inputs.items()},
               None if tangents is None else
@@ -94,9 +97,7 @@ def run(args, prog: api.Program, kind: str, of, inputs: dict, wrt=None, tangents
         raise UsageError(f"--output {args.output}: a .npy file holds one array, but "
                          f"{kind} gives {len(probe)}: {', '.join(probe)}",
                          hint=f"name a Zarr folder instead: --output {target.stem}.zarr")
-    if args.chunk is not None and args.chunk < 1:
-        raise UsageError("--chunk must be at least 1 row")
-    rows = args.chunk or _default_rows(sources, probe, prog.dtype)
+    rows = None if total is None else args.chunk or _default_rows(sources, probe, prog.dtype)
     shapes = {key: ((total,) + a.shape[1:] if total is not None else a.shape, a.dtype)
               for key, a in probe.items()}
     with _atomic_output(target, fmt) as tmp:  # renamed over the target once complete
@@ -108,8 +109,7 @@ def run(args, prog: api.Program, kind: str, of, inputs: dict, wrt=None, tangents
             job.writers = {key: ZarrWriter(tmp, key, shape, dtype, rows)
                            for key, (shape, dtype) in shapes.items()}
         if total is None:  # no batch: the probe was the whole evaluation
-            for key, writer in job.writers.items():
-                writer.write(None, probe[key])
+            _write(job, None, probe)
         else:
             ranges = [(a, min(a + rows, total)) for a in range(0, total, rows)]
             with progress.bar(total, f"{kind} {Path(args.file).name}", unit="rows") as bar:

@@ -180,9 +180,9 @@ class NpyWriter:
 class ZarrWriter:
     """Rows written into one array of a Zarr group, in chunks of the rows a task writes."""
 
-    def __init__(self, store: Path, key: str, shape: tuple, dtype, rows: int):
+    def __init__(self, store: Path, key: str, shape: tuple, dtype, rows: int | None):
         self.store, self.key = str(store), key
-        chunks = (max(1, rows),) + shape[1:] if shape else ()
+        chunks = shape if rows is None else (rows,) + shape[1:]  # None: no batch, one chunk
         zarr_module().open_array(store=self.store, path=key, mode="w", shape=shape,
                                  chunks=chunks, dtype=np.dtype(dtype))
 

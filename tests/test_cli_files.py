@@ -238,3 +238,21 @@ def test_a_scheduler_that_cannot_be_reached_is_a_usage_error(capsys, tmp_path):
                        "--output", tmp_path / "d.npy", "--scheduler", "nonsense://x")
     assert code == 2 and "cannot reach the Dask scheduler at nonsense://x" in err
     assert sorted(p.name for p in tmp_path.iterdir()) == ["A.npy"]
+
+
+def test_no_batch_and_an_empty_batch(capsys, tmp_path, zarr):
+    one = [[2.0, 0.0, 1.0], [1.0, 3.0, 2.0], [1.0, 1.0, 4.0]]
+    args = ["hessian", DET3, "--inputs", f"A={one}"]
+    want = in_memory(capsys, tmp_path, *args)
+    code, stdout, err = run(capsys, *args, "--output", tmp_path / "h.zarr")
+    assert code == 0, err
+    assert stdout.strip() == f"wrote {tmp_path / 'h.zarr'}: value [] float64, " \
+                             "hessian.A.A [3, 3, 3, 3] float64"
+    h = zarr.open_group(str(tmp_path / "h.zarr"), mode="r")
+    for key, array in want.items():
+        np.testing.assert_array_equal(h[key][...], array)
+    np.save(tmp_path / "none.npy", np.zeros((0, 3, 3)))
+    code, stdout, err = run(capsys, "grad", DET3, "--inputs", f"A={tmp_path / 'none.npy'}",
+                            "--output", tmp_path / "g.zarr")
+    assert code == 0, err
+    assert zarr.open_group(str(tmp_path / "g.zarr"), mode="r")["grad.A"].shape == (0, 3, 3)
