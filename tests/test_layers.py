@@ -33,6 +33,7 @@ LAYERS = {
     "progress": 0.5,  # bars on stderr (tqdm when installed)
     "special": 0.75,  # libm's lgamma, digamma as a graph: for the op table
     "cache": 1,  # content-addressed kernels on disk: backends keep generated modules there
+    "datafiles": 0.5,  # .npy and Zarr arrays read and written in pieces of rows
     "syntax": 1,
     "ops": 1,
     "rewrites": 1,  # the builder's identities, beside the op table
@@ -67,9 +68,11 @@ LAYERS = {
     "plans": 5,  # graphs on disk by source text
     "check": 5,  # uses symbolic, autodiff and the numpy interpreter
     "objective": 5.5,  # a program as a function of a flat vector (duck-typed Program)
+    "chunked": 5.5,  # Dask arrays: a kernel call per chunk (duck-typed Program)
     "api": 6,
     "cli": 7,
     "cli_examples": 7,
+    "cli_files": 7,  # chunked .npy and Zarr files for the command line
     "__main__": 7,
     "__init__": 7,
 }
@@ -79,6 +82,7 @@ LAYERS = {
 ALLOWED_SAME_LAYER = {
     ("__main__", "cli"),
     ("cli", "cli_examples"),
+    ("cli", "cli_files"),
     ("backends/cpu", "backends/tape"),
     ("backends/cuda", "backends/tape"),
     ("backends/cuda", "backends/cuda_tape"),
