@@ -191,6 +191,16 @@ class For:
 
 
 @node
+class While:
+    """`while test max limit { body }`: at most `limit` steps, each while `test` holds."""
+
+    test: object
+    limit: object
+    body: tuple
+    span: Span
+
+
+@node
 class If:
     branches: tuple  # ((condition, body), ...), the `else if` chain in order
     orelse: tuple | None

@@ -37,7 +37,9 @@ LAYERS = {
     "ir": 2,
     "values": 2.5,
     "builtins": 2.75,
-    "lower": 3,
+    "lower": 3.2,  # lowers while loops and derivatives inside programs through the two below
+    "while_loop": 3.1,
+    "inner_derivs": 3.1,  # grad(e, x) inside a program: autodiff's sweeps in the builder
     "autodiff": 3,
     "passes/*": 3,
     "passes/__init__": 3.5,
