@@ -159,8 +159,13 @@ class _Lowerer:
 
     def _check_blocks(self, body) -> None:
         for st in body:
-            if isinstance(st, (s.For, s.While)):
+            if isinstance(st, s.For):
                 self._check_nested(st.body, "a loop")
+            elif isinstance(st, s.While):  # `break if` belongs directly in its body
+                self._check_nested([x for x in st.body if not isinstance(x, s.Break)], "a loop")
+            elif isinstance(st, s.Break):
+                raise AssignmentError("`break if` is allowed only directly in the body of a "
+                                      "while loop", st.span)
             elif isinstance(st, s.If):
                 for _, b in st.branches:
                     self._check_nested(b, "an if block")

@@ -164,8 +164,8 @@ def _syntax_error(exc: UnexpectedInput, source: str, filename: str) -> DDSyntaxE
 
 
 # Words that begin a statement: a misspelt one reads as a name followed by another name.
-_STATEMENT_WORDS = ("input", "output", "const", "def", "for", "while", "if", "elif", "else",
-                    "return")
+_STATEMENT_WORDS = ("input", "output", "const", "def", "for", "while", "break", "if", "elif",
+                    "else", "return")
 _BINARY = {"ADDOP", "MULOP", "POWOP", "CMPOP", "AND", "OR"}
 
 
@@ -325,6 +325,9 @@ class _ToSyntax(Transformer_NonRecursive):
 
     def while_stmt(self, meta, test, limit, body):
         return s.While(test, limit, body, self._span(meta))
+
+    def break_stmt(self, meta, test):
+        return s.Break(test, self._span(meta))
 
     def elif_clause(self, meta, test, body):
         return _Elif(test, body)

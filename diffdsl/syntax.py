@@ -201,6 +201,14 @@ class While:
 
 
 @node
+class Break:
+    """`break if test`, directly in the body of a `while`: the loop stops there when it holds."""
+
+    test: object
+    span: Span
+
+
+@node
 class If:
     branches: tuple  # ((condition, body), ...), the `else if` chain in order
     orelse: tuple | None
