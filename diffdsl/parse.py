@@ -25,7 +25,7 @@ _CONTINUE_AFTER = {
     "=", "+=", "-=", "*=", "/=", "+", "-", "*", "/", "//", "%", "@", "**", "^",
     "==", "!=", "<", "<=", ">", ">=", ",", "then", "else", "and", "or", "not",
 }
-_KEYWORD_TYPES = {"THEN", "ELSE", "AND", "OR", "NOT", "IF", "FOR", "IN", "WHILE"}
+_KEYWORD_TYPES = {"THEN", "ELSE", "AND", "OR", "NOT", "IF", "FOR", "IN"}
 # Tokens that can end an expression: a `max` right after one, in a `while` header, can only be
 # the keyword (two operands never stand side by side).
 _ENDS_EXPRESSION = {"NAME", "INT", "FLOAT", "RPAR", "RSQB"}
