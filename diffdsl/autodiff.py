@@ -69,10 +69,14 @@ def require_scalar(graph: Graph, of: str, what: str) -> None:
 
 
 # the sweeps ------------------------------------------------------------------------------
-def active_nodes(b: Builder, sources: set[int]) -> bytearray:
-    """Nodes whose value depends, differentiably, on a node in `sources`."""
+def active_nodes(b: Builder, sources: set[int], start: int = 0) -> bytearray:
+    """Nodes whose value depends, differentiably, on a node in `sources`; no source lies below
+    `start`, so the walk begins there (a derivative inside a program, of a few new nodes at
+    the end of a large builder)."""
     active = bytearray(len(b.nodes))
-    for i, node in enumerate(b.nodes):
+    nodes = b.nodes
+    for i in range(start, len(nodes)):
+        node = nodes[i]
         if i in sources:
             active[i] = 1
         elif node.args and OPS[node.op].pullback is not None:
@@ -80,8 +84,10 @@ def active_nodes(b: Builder, sources: set[int]) -> bytearray:
     return active
 
 
-def reverse(b: Builder, stop: int, active: bytearray, seeds: list[tuple[int, int]]) -> dict:
-    """Reverse sweep over nodes below `stop`: cotangent node of every node reached.
+def reverse(b: Builder, stop: int, active: bytearray, seeds: list[tuple[int, int]],
+            start: int = 0) -> dict:
+    """Reverse sweep over nodes in [start, stop): cotangent node of every node reached (nodes
+    below `start` are not active, as for `active_nodes`).
 
     Beside each cotangent the sweep keeps a guard: the condition under which the node's value
     reaches a seed through the branches taken (None: always). Where a guard is false the
@@ -96,7 +102,7 @@ def reverse(b: Builder, stop: int, active: bytearray, seeds: list[tuple[int, int
         if active[node_id]:
             ct[node_id] = seed if node_id not in ct else b.add(ct[node_id], seed)
             guard[node_id] = None
-    for i in range(stop - 1, -1, -1):
+    for i in range(stop - 1, start - 1, -1):
         c = ct.get(i)
         if c is None:
             continue
@@ -163,10 +169,11 @@ def _complements(b: Builder, g: int, h: int) -> bool:
     return (left.op == "not" and left.args[0] == h) or (right.op == "not" and right.args[0] == g)
 
 
-def forward(b: Builder, stop: int, active: bytearray, tangents: dict[int, int]) -> dict:
-    """Forward sweep over nodes below `stop`: tangent node of every node reached."""
+def forward(b: Builder, stop: int, active: bytearray, tangents: dict[int, int],
+            start: int = 0) -> dict:
+    """Forward sweep over nodes in [start, stop): tangent node of every node reached."""
     t = dict(tangents)
-    for i in range(stop):
+    for i in range(start, stop):
         if i in t or not active[i]:
             continue
         node = b.nodes[i]

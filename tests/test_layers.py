@@ -43,7 +43,9 @@ LAYERS = {
     "static": 2.25,  # builtins of static numbers, folded through the rows
     "values": 2.5,
     "builtins": 2.75,
-    "lower": 3,
+    "lower": 3.2,  # lowers while loops and derivatives inside programs through the two below
+    "while_loop": 3.1,
+    "inner_derivs": 3.1,  # grad(e, x) inside a program: autodiff's sweeps in the builder
     "autodiff": 3,
     "passes/*": 3,
     "passes/__init__": 3.5,
