@@ -153,12 +153,13 @@ def run_jax(args, n: int, rows: int) -> dict:
 
 def cuda_kernel(graph, dtype: str, path: str, tpb: int | None):
     from diffdsl.backends import cuda as backend
+    from diffdsl.backends import emit
     if path == "tape":
         kernel = backend.Kernel(graph, dtype)
     else:
         key = graph.key()
-        module = backend.module_in_memory(f"diffdsl_bench_{key[:24]}_{dtype}",
-                                          backend.module_source(graph, dtype, key, "bench"))
+        module = emit.module_in_memory(f"diffdsl_bench_{key[:24]}_{dtype}",
+                                       backend.module_source(graph, dtype, key, "bench"))
         kernel = backend.Kernel(graph, dtype, module)
     if tpb:
         kernel.threads_per_block = tpb

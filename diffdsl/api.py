@@ -7,7 +7,7 @@ from pathlib import Path
 
 import numpy as np
 
-from . import autodiff, engine
+from . import autodiff, chunked, engine
 from . import limits as limits_
 from .engine import BACKENDS, DTYPES, Engine, Stats
 from .errors import UsageError
@@ -50,14 +50,14 @@ def _compile(source, filename, backend, dtype, cache, limits) -> Program:
         graph = plans.graph("program")
         if graph is not None:  # a warm start: no parsing, lowering or autodiff
             return Program(graph, filename=filename, backend=backend, dtype=dtype, cache=cache,
-                           plans=plans, built=False, limits=limits)
+                           plans=plans, built=False, limits=limits, source=source)
     from .lower import lower  # Lark loads here, not at `import diffdsl`
     from .parse import parse
     graph = lower(parse(source, filename, cache=cache))
     if plans is not None:
         plans.remember("program", graph)
     return Program(graph, filename=filename, backend=backend, dtype=dtype, cache=cache,
-                   plans=plans, limits=limits)
+                   plans=plans, limits=limits, source=source)
 
 
 class Program:
@@ -65,8 +65,9 @@ class Program:
 
     def __init__(self, graph: Graph, filename: str = "<string>", backend: str = "auto",
                  dtype: str = "float64", cache: bool = True, plans=None, built: bool = True,
-                 limits: dict | None = None):
+                 limits: dict | None = None, source: str | None = None):
         self.graph = graph
+        self.source = source  # what Dask workers compile (chunked.Recipe); None: the graph
         self.limits = dict(limits or {})  # applied again when derivatives are built
         self.filename = filename
         self.stats = Stats()
@@ -296,11 +297,11 @@ class Program:
     def symbolic_jacobian(self, of: str | None = None, wrt=None) -> dict:
         """`{input: SymPy Array of shape output + input}` (an expression where that shape
         is empty): the Jacobian of an output as formulas. A dict that Jupyter shows as LaTeX
-        (`symbolic.Derivatives`)."""
-        from . import symbolic
+        (`oracle.Derivatives`)."""
+        from . import oracle, symbolic
         out = autodiff.pick_output(self.graph, of)
         graph = self.derivative("jacobian", of, wrt)
-        return symbolic.Derivatives(out, self.graph.outputs[out].shape, {
+        return oracle.Derivatives(out, self.graph.outputs[out].shape, {
             name[2:]: expr for name, expr in symbolic.to_sympy(graph).items()
             if name.startswith("d:")})
 
@@ -345,8 +346,12 @@ class Program:
 
     def _run(self, graph: Graph, inputs: dict, backend, dtype) -> dict:
         dtype = self.dtype if dtype is None else engine.check_dtype(dtype)
-        return self.engine.run(graph, inputs, self.backend if backend is None else backend,
-                               dtype)
+        backend = self.backend if backend is None else backend
+        if chunked.has_dask(inputs):  # Dask arrays in: Dask arrays out, a kernel call a chunk
+            request = None if graph is self.graph else \
+                next(r for r, g in self._requests.items() if g is graph)
+            return chunked.run(self, compile, request, graph, inputs, backend, dtype)
+        return self.engine.run(graph, inputs, backend, dtype)
 
     def kernel(self, graph: Graph, dtype: str = "float64"):
         """The compiled CPU kernel of `graph` (made once, from the disk cache when there)."""

@@ -69,28 +69,25 @@ def require_scalar(graph: Graph, of: str, what: str) -> None:
 
 
 # the sweeps ------------------------------------------------------------------------------
-def active_nodes(b: Builder, sources: set[int]) -> bytearray:
-    """Nodes whose value depends, differentiably, on a node in `sources`."""
+def active_nodes(b: Builder, sources: set[int], start: int = 0) -> bytearray:
+    """Nodes whose value depends, differentiably, on a node in `sources`; no source lies below
+    `start`, so the walk begins there (a derivative inside a program, of a few new nodes at
+    the end of a large builder)."""
     active = bytearray(len(b.nodes))
-    for i, node in enumerate(b.nodes):
+    nodes = b.nodes
+    for i in range(start, len(nodes)):
+        node = nodes[i]
         if i in sources:
             active[i] = 1
-        elif node.args and OPS[node.op].vjp is not None:
+        elif node.args and OPS[node.op].pullback is not None:
             active[i] = any(active[a] for a in node.args)
     return active
 
 
-# Ops whose pullback routes the cotangent to one argument with a select (LANGUAGE.md: a select
-# sends the derivative to the branch taken, min and max to the argument chosen).
-_ROUTING = frozenset(("select", "min", "max"))
-# Ops whose pullback only routes or negates the cotangent: a zero cotangent gives exactly zero
-# parts. Every other pullback multiplies by partial derivatives, which may be infinite or NaN
-# where the node's value is not used (`sqrt'(-1)`), and 0 * nan is nan.
-_EXACT = _ROUTING | {"add", "sub", "neg"}
-
-
-def reverse(b: Builder, stop: int, active: bytearray, seeds: list[tuple[int, int]]) -> dict:
-    """Reverse sweep over nodes below `stop`: cotangent node of every node reached.
+def reverse(b: Builder, stop: int, active: bytearray, seeds: list[tuple[int, int]],
+            start: int = 0) -> dict:
+    """Reverse sweep over nodes in [start, stop): cotangent node of every node reached (nodes
+    below `start` are not active, as for `active_nodes`).
 
     Beside each cotangent the sweep keeps a guard: the condition under which the node's value
     reaches a seed through the branches taken (None: always). Where a guard is false the
@@ -105,23 +102,23 @@ def reverse(b: Builder, stop: int, active: bytearray, seeds: list[tuple[int, int
         if active[node_id]:
             ct[node_id] = seed if node_id not in ct else b.add(ct[node_id], seed)
             guard[node_id] = None
-    for i in range(stop - 1, -1, -1):
+    for i in range(stop - 1, start - 1, -1):
         c = ct.get(i)
         if c is None:
             continue
         node = b.nodes[i]
-        rule = OPS[node.op].vjp
-        if rule is None or not node.args:
+        row = OPS[node.op]
+        if row.pullback is None or not node.args:
             continue
-        parts = rule(b, node.args, i, c)
+        parts = row.pullback(b, node.args, i, c)
         here = guard[i]
         for a, part in zip(node.args, parts, strict=True):
             if part is None or not active[a] or b.value(part) == 0.0:
                 continue
             edge = here
-            if node.op in _ROUTING:
+            if row.routes:  # the pullback's select says where the cotangent goes
                 edge = _both(b, here, _routed_condition(b, part))
-            elif here is not None and node.op not in _EXACT:
+            elif here is not None and not row.copies:
                 part = b.select(here, part, b.const(0.0))
             ct[a] = part if a not in ct else b.add(ct[a], part)
             guard[a] = edge if a not in guard else _either(b, guard[a], edge)
@@ -172,27 +169,28 @@ def _complements(b: Builder, g: int, h: int) -> bool:
     return (left.op == "not" and left.args[0] == h) or (right.op == "not" and right.args[0] == g)
 
 
-def forward(b: Builder, stop: int, active: bytearray, tangents: dict[int, int]) -> dict:
-    """Forward sweep over nodes below `stop`: tangent node of every node reached."""
+def forward(b: Builder, stop: int, active: bytearray, tangents: dict[int, int],
+            start: int = 0) -> dict:
+    """Forward sweep over nodes in [start, stop): tangent node of every node reached."""
     t = dict(tangents)
-    for i in range(stop):
+    for i in range(start, stop):
         if i in t or not active[i]:
             continue
         node = b.nodes[i]
         row = OPS[node.op]
-        if row.vjp is None or not node.args:
+        if row.pullback is None or not node.args:
             continue
         ts = [t.get(a) for a in node.args]
         if all(x is None for x in ts):
             continue
-        if row.jvp is not None:
-            result = row.jvp(b, node.args, i, ts)
+        if row.tangent is not None:
+            result = row.tangent(b, node.args, i, ts)
         else:
             result = None
             for k, tk in enumerate(ts):
                 if tk is None:
                     continue
-                part = row.vjp(b, node.args, i, tk)[k]
+                part = row.pullback(b, node.args, i, tk)[k]
                 if part is None:
                     continue
                 result = part if result is None else b.add(result, part)

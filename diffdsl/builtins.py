@@ -12,7 +12,7 @@ import math
 import numpy as np
 
 from .errors import ArityError, ShapeError, StaticValueError, TypeMismatchError
-from .ops import UNARY_BUILTINS, digamma_graph
+from .ops import BINARY_BUILTINS, UNARY_BUILTINS, digamma_graph
 from .values import Dyn, describe, is_array, memo_key
 
 
@@ -460,7 +460,7 @@ def _cholesky(v, args, call):
 
 
 BUILTINS = {name: _unary(name) for name in UNARY_BUILTINS}
-BUILTINS.update({name: _binary(name) for name in ("atan2", "hypot", "pow")})
+BUILTINS.update({name: _binary(name) for name in BINARY_BUILTINS})
 BUILTINS.update({name: _reduction(name) for name in ("sum", "prod", "min", "max")})
 BUILTINS.update({
     "dot": _dot,

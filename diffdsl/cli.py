@@ -12,7 +12,7 @@ from pathlib import Path
 
 import numpy as np
 
-from . import api, limits, progress
+from . import api, cli_files, datafiles, limits, progress
 from .cli_examples import epilog
 from .errors import DiffDSLError, InputError, UsageError
 
@@ -47,7 +47,13 @@ def build_parser() -> argparse.ArgumentParser:
         p.add_argument("--json", action="store_true", help="machine-readable output")
         p.add_argument("--backend", default="auto", choices=api.BACKENDS)
         p.add_argument("--dtype", default="float64", choices=sorted(api.DTYPES))
-        p.add_argument("--output", metavar="FILE.npz", help="write the results as arrays")
+        p.add_argument("--output", metavar="FILE", help="write the results as arrays: "
+                       "FILE.npz, or computed chunk by chunk into FILE.npy (one array) or a "
+                       "FILE.zarr folder")
+        p.add_argument("--chunk", metavar="ROWS", type=int, help="batch rows a chunk for "
+                       ".npy/.zarr output (default: about 64 MB of inputs and results)")
+        p.add_argument("--scheduler", metavar="ADDRESS", help="run the chunks on the Dask "
+                       "cluster at ADDRESS (tcp://host:port)")
         p.add_argument("--no-cache", action="store_true", help="do not use the kernel cache")
         _limit_option(p)
         return p
@@ -230,8 +236,9 @@ def _plain_warning(message, category, filename, lineno, file=None, line=None) ->
 
 
 # inputs ------------------------------------------------------------------------------------
-def read_specs(specs: list) -> dict:
-    """`--inputs` values to a dict of name -> value (INTERFACE.md, SPEC)."""
+def read_specs(specs: list, lazy: bool = False) -> dict:
+    """`--inputs` values to a dict of name -> value (INTERFACE.md, SPEC); `lazy`: .npy and
+    Zarr arrays as `datafiles` sources, read a chunk at a time."""
     values: dict = {}
     for spec in _flatten(specs):
         if "=" in spec and not _is_file(spec):
@@ -239,7 +246,10 @@ def read_specs(specs: list) -> dict:
             name = name.strip()
             if not name.isidentifier():
                 raise InputError(f"bad input spec {spec!r}: expected NAME=VALUE")
-            _add(values, {name: read_value(text, name)}, spec)
+            _add(values, {name: read_value(text, name, lazy)}, spec)
+        elif datafiles.is_zarr(spec):
+            _add(values, {k: v if lazy else v.read()
+                          for k, v in datafiles.zarr_inputs(spec).items()}, spec)
         elif _is_file(spec):
             _add(values, _read_inputs_file(Path(spec)), spec)
         else:
@@ -271,14 +281,20 @@ def _is_file(text: str) -> bool:
         return False
 
 
-def read_value(text: str, name: str = "value"):
-    """A VALUE: JSON text, or the path of a .npy or .json file holding one value."""
+def read_value(text: str, name: str = "value", lazy: bool = False):
+    """A VALUE: JSON text, or the path of a .npy or .json file holding one value, or of a
+    Zarr array (`STORE.zarr` or `STORE.zarr:ARRAY`)."""
     path = Path(text)
+    if datafiles.is_zarr(text):
+        source = datafiles.open_zarr(text, name)
+        return source if lazy else source.read()
     if not (text.endswith((".npy", ".json")) or _is_file(text)):
         return _load_json(text, name)
     if not _is_file(text):
         raise InputError(f"{name}: no such file {text!r}")
     if path.suffix == ".npy":
+        if lazy:
+            return datafiles.NpySource(path, name)
         try:
             return np.load(path, allow_pickle=False)
         except Exception as exc:  # numpy raises many kinds for a damaged file
@@ -398,7 +414,8 @@ def print_labelled(items: list[tuple[str, object]]) -> None:
 def write_npz(path: str, arrays: dict) -> None:
     target = Path(path)
     if target.suffix != ".npz":
-        raise UsageError(f"--output must name a .npz file, got {path!r}")
+        raise UsageError(f"--output must name a .npz file, a .npy file or a .zarr folder, "
+                         f"got {path!r}")
     from .cache import atomic_path
     try:
         # atomic: an existing file is never left half-written, nor another file touched
@@ -416,6 +433,8 @@ def _program(args) -> api.Program:
 
 def cmd_eval(args) -> int:
     prog = _program(args)
+    if cli_files.wants_files(args):  # .npy or Zarr output: chunk by chunk
+        return cli_files.run(args, prog, "eval", None, read_specs(args.inputs, lazy=True))
     outputs = prog.evaluate(read_specs(args.inputs))
     if args.output is not None:  # an empty name is an error there, not ignored
         write_npz(args.output, outputs)
@@ -438,10 +457,13 @@ def cmd_derivative(args) -> int:
     prog = _program(args)
     of = autodiff_output(prog, args.of)
     extra = {} if kind == "jvp" else {"wrt": _wrt(args)}
+    files = cli_files.wants_files(args)  # .npy or Zarr output: chunk by chunk
     if kind in ("jvp", "hvp"):
-        extra["tangents"] = read_specs(args.tangents)
+        extra["tangents"] = read_specs(args.tangents, lazy=files)
     if kind == "vjp":
-        extra["seed"] = read_value(args.seed, "--seed")
+        extra["seed"] = read_value(args.seed, "--seed", lazy=files)
+    if files:
+        return cli_files.run(args, prog, kind, of, read_specs(args.inputs, lazy=True), **extra)
     value, result = prog.value_and(kind, read_specs(args.inputs), of=of, **extra)
     if kind == "hessian":
         labelled = {(f"\u2202\u00b2{of}/\u2202{a}\u2202{b}", f"hessian.{a}.{b}"): h

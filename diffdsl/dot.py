@@ -3,9 +3,7 @@
 from __future__ import annotations
 
 from .ir import Graph
-
-_SYMBOLS = {"add": "+", "sub": "-", "mul": "*", "div": "/", "neg": "-x", "pow": "**",
-            "lt": "<", "le": "<=", "gt": ">", "ge": ">=", "eq": "==", "ne": "!="}
+from .ops import OPS
 
 
 def to_dot(graph: Graph, title: str = "diffdsl") -> str:
@@ -20,7 +18,7 @@ def to_dot(graph: Graph, title: str = "diffdsl") -> str:
         elif node.op == "const":
             label, style = repr(float(node.attr)), ", shape=plaintext"
         else:
-            label, style = _SYMBOLS.get(node.op, node.op), ", shape=ellipse"
+            label, style = OPS[node.op].symbol, ", shape=ellipse"
         lines.append(f'  n{i} [label="{_escape(label)}"{style}];')
         for a in node.args:
             lines.append(f"  n{a} -> n{i};")

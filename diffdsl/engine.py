@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import math
 import os
-import sys
 
 import numpy as np
 
@@ -44,14 +43,15 @@ class Engine:
     def __init__(self, stats: Stats, cache: bool = True):
         self.stats = stats
         self.cache = cache
-        self._kernels: dict = {}  # (id(graph), dtype[, "cuda"]) -> (graph, kernel)
-        self._plans: dict = {}  # (id(graph), dtype) -> _Plan
+        # Keyed by the graph itself, hashed by its key: an equal graph finds the same kernel.
+        self._kernels: dict = {}  # (graph, dtype[, "cuda"]) -> kernel
+        self._plans: dict = {}  # (graph, dtype) -> _Plan
 
     def run(self, graph: Graph, inputs: dict, backend: str, dtype: str) -> dict:
         """Every output of `graph` by name, each of shape batch + declared shape."""
         backend = resolve_backend(backend)
         if backend in ("cpu", "auto"):
-            plan = self._plans.get((id(graph), dtype))
+            plan = self._plans.get((graph, dtype))
             if plan is not None:
                 fast = plan.try_point(inputs)
                 if fast is not None:
@@ -74,7 +74,7 @@ class Engine:
 
     def compiled_plan(self, graph: Graph, dtype: str) -> _Plan | None:
         """The single-point plan of `graph` once its CPU kernel is compiled, else None."""
-        return self._plans.get((id(graph), dtype))
+        return self._plans.get((graph, dtype))
 
     # the CPU ----------------------------------------------------------------------------------
     def _run_cpu(self, graph: Graph, arrays: dict, batch: tuple, dtype: str) -> dict:
@@ -93,17 +93,17 @@ class Engine:
 
     def kernel(self, graph: Graph, dtype: str = "float64"):
         """The compiled CPU kernel of `graph`: made once, from the disk cache when there."""
-        found = self._kernels.get((id(graph), dtype))
+        found = self._kernels.get((graph, dtype))
         if found is not None:
-            return found[1]
+            return found
         from .backends import cpu
         if cpu.uses_tape(graph):
-            kernel = cpu.Kernel(graph, dtype)
+            kernel = cpu.Kernel(graph, dtype, cache=self.cache)
             self.stats.kernels_built += 1
         else:
             kernel = self._cached_kernel(graph, dtype)
-        self._kernels[(id(graph), dtype)] = (graph, kernel)  # the graph keeps id() unique
-        self._plans[(id(graph), dtype)] = _Plan(graph, kernel)
+        self._kernels[(graph, dtype)] = kernel
+        self._plans[(graph, dtype)] = _Plan(graph, kernel)
         return kernel
 
     def _cached_kernel(self, graph: Graph, dtype: str):
@@ -168,37 +168,24 @@ class Engine:
 
     def cuda_kernel(self, graph: Graph, dtype: str = "float64"):
         """The compiled CUDA kernel of `graph`, made once (cached on disk like the CPU's)."""
-        found = self._kernels.get((id(graph), dtype, "cuda"))
+        found = self._kernels.get((graph, dtype, "cuda"))
         if found is not None:
-            return found[1]
+            return found
         from .backends import cuda as gpu
-        from .cache import CacheUnavailable, KernelCache, kernel_key, warn_in_memory
-        from .version import __version__
-        module = None
-        if not gpu.uses_tape(graph):
+        from .backends import emit
+        if gpu.uses_tape(graph):
+            kernel = gpu.Kernel(graph, dtype, cache=self.cache).warm()
+        else:
+            from .cache import kernel_key
+            from .version import __version__
             key = kernel_key(graph.key(), "cuda", dtype)
-            name = f"diffdsl_cuda_kernel_{key[:32]}"
             source = gpu.module_source(graph, dtype, key, __version__)
-            module = sys.modules.get(name)
-            if module is None and self.cache:
-                try:
-                    module = gpu.import_file(name, KernelCache().module_path(key, source))
-                    return self._keep_cuda(graph, dtype, gpu.Kernel(graph, dtype, module).warm())
-                except CacheUnavailable as exc:
-                    warn_in_memory(str(exc))
-                except Exception:
-                    # Numba's files of the entry damaged while this run used them: drop the
-                    # entry and build this kernel in memory (the next run writes it afresh).
-                    sys.modules.pop(name, None)
-                    KernelCache().drop(key)
-                module = None
-            if module is None:
-                module = gpu.module_in_memory(name, source)
-        return self._keep_cuda(graph, dtype, gpu.Kernel(graph, dtype, module).warm())
-
-    def _keep_cuda(self, graph: Graph, dtype: str, kernel):
+            # Made in memory when the cache is off or unusable, or its entry is damaged.
+            kernel = emit.load_module(f"diffdsl_cuda_kernel_{key[:32]}", source,
+                                      key if self.cache else None,
+                                      lambda module: gpu.Kernel(graph, dtype, module).warm())
         self.stats.kernels_built += 1
-        self._kernels[(id(graph), dtype, "cuda")] = (graph, kernel)
+        self._kernels[(graph, dtype, "cuda")] = kernel
         return kernel
 
 

@@ -36,7 +36,7 @@ def prepare_inputs(graph: Graph, given: dict, dtype=np.float64) -> tuple[tuple, 
             raise InputError(f"'{name}' is not an input of this program", hint=hint)
     missing = [name for name in graph.inputs if name not in given]
     if missing:
-        raise InputError(f"missing value for {', '.join(_label(m) for m in missing)}",
+        raise InputError(f"missing value for {', '.join(label(m) for m in missing)}",
                          graph.inputs[missing[0]].span,
                          hint="give every input, as NAME=VALUE")
     batch = None
@@ -44,12 +44,12 @@ def prepare_inputs(graph: Graph, given: dict, dtype=np.float64) -> tuple[tuple, 
     arrays = {}
     shaped = {}
     for name, port in graph.inputs.items():
-        arr = as_real_array(_label(name), given[name], dtype)
+        arr = as_real_array(label(name), given[name], dtype)
         declared = port.shape
         extra = arr.ndim - len(declared)
         if extra < 0 or arr.shape[extra:] != declared:
             raise InputError(
-                f"{_label(name)} is declared with shape {list(declared)}, but the value given "
+                f"{label(name)} is declared with shape {list(declared)}, but the value given "
                 f"has shape {list(arr.shape)}", port.span,
                 hint="a batch adds leading dimensions: shape B + "
                      f"{list(declared)}" if declared else "a batch of scalars has any shape")
@@ -57,8 +57,8 @@ def prepare_inputs(graph: Graph, given: dict, dtype=np.float64) -> tuple[tuple, 
             b = arr.shape[:extra]
             if batch is not None and b != batch:
                 raise InputError(
-                    f"batch shapes do not agree: {_label(batch_from)} has batch {list(batch)} "
-                    f"and {_label(name)} has batch {list(b)}", hint="every batched input needs the "
+                    f"batch shapes do not agree: {label(batch_from)} has batch {list(batch)} "
+                    f"and {label(name)} has batch {list(b)}", hint="every batched input needs the "
                     "same leading dimensions; give shared inputs at their declared shape")
             batch, batch_from = b, name
         shaped[name] = (arr, extra)
@@ -69,7 +69,7 @@ def prepare_inputs(graph: Graph, given: dict, dtype=np.float64) -> tuple[tuple, 
     return (batch if batch is not None else ()), arrays
 
 
-def _label(name: str) -> str:
+def label(name: str) -> str:
     """How an input of a derivative graph is named in messages."""
     if name == autodiff.SEED:
         return "the seed"

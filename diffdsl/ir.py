@@ -2,21 +2,27 @@
 
 Every node is one real: an input element, a constant, or an op of `ops.OPS` on earlier nodes.
 `Builder` interns each `(op, args, attr)`, so equal subexpressions are one node, folds
-constants and applies identities that are exact or conventional for symbolic derivatives
-(`x * 1 = x`, `x + 0 = x`, `x * 0 = 0`). A `Graph` is the frozen result: nodes, the inputs
-(name, shape, node ids) and the outputs (name, shape, node ids), with a canonical text form
-and its sha256 key.
+constants and applies the identities of `rewrites.RULES` (`x * 1 = x`, `x + 0 = x`,
+`x * 0 = 0`). A `Graph` is the frozen result: nodes, the inputs (name, shape, node ids) and the
+outputs (name, shape, node ids), with a canonical text form and its sha256 key, by which graphs
+are hashed and compared. `verify(graph)` checks that a graph is well formed: backends call it
+before they compile, and with `DIFFDSL_VERIFY=1` (the test suite sets it) every graph a
+builder freezes is checked, after lowering and after each derivative transform.
 """
 
 from __future__ import annotations
 
 import hashlib
 import math
+import os
 from dataclasses import dataclass, field
 
 from . import limits
 from .errors import Span
 from .ops import OPS
+from .rewrites import RULES
+
+VERIFY_ENV = "DIFFDSL_VERIFY"
 
 
 @dataclass(frozen=True)
@@ -39,16 +45,29 @@ class Port:
         return len(self.ids)
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)
 class Graph:
+    """Hashed and compared by `key()`: equal graphs are one key in a cache, whichever object
+    holds them."""
+
     nodes: tuple[Node, ...]
     inputs: dict[str, Port]
     outputs: dict[str, Port]
     # The sha256 of `text()`, computed once (or given by a plan read from the cache).
-    known_key: str | None = field(default=None, compare=False, repr=False)
+    known_key: str | None = field(default=None, repr=False)
 
     def __len__(self) -> int:
         return len(self.nodes)
+
+    def __hash__(self) -> int:
+        return hash(self.known_key or self.key())
+
+    def __eq__(self, other) -> bool:
+        if self is other:
+            return True
+        if not isinstance(other, Graph):
+            return NotImplemented
+        return self.key() == other.key()
 
     def text(self) -> str:
         """The canonical text form: equal graphs print the same text."""
@@ -140,9 +159,10 @@ class Builder:
             folded = _fold(row, consts)
             if folded is not None:
                 return self.const(folded)
-        simpler = self._simplify(name, args, consts)
-        if simpler is not None:
-            return simpler
+        for rule in RULES.get(name, ()):
+            simpler = rule(self, name, args, consts)
+            if simpler is not None:
+                return simpler
         if row.commutative and args[0] > args[1]:
             args = (args[1], args[0])
         return self._intern((name, args, None), Node(name, tuple(args)))
@@ -158,93 +178,7 @@ class Builder:
         self._index[key] = len(self.nodes) - 1
         return len(self.nodes) - 1
 
-    def _simplify(self, name: str, args: tuple, c: list) -> int | None:
-        """Identities; `x * 0 = 0` and `0 / x = 0` treat 0 as a symbolic zero, as SymPy does."""
-        if name == "add":
-            if c[0] == 0.0:
-                return args[1]
-            if c[1] == 0.0:
-                return args[0]
-        elif name == "sub":
-            if c[1] == 0.0:
-                return args[0]
-            if c[0] == 0.0:
-                return self.op("neg", args[1])
-            if args[0] == args[1]:
-                return self.const(0.0)
-        elif name == "mul":
-            for k in (0, 1):
-                if c[k] == 0.0:
-                    return self.const(0.0)
-                if c[k] == 1.0:
-                    return args[1 - k]
-                if c[k] == -1.0:
-                    return self.op("neg", args[1 - k])
-        elif name == "div":
-            if c[1] == 1.0:
-                return args[0]
-            if c[0] == 0.0:
-                return self.const(0.0)
-        elif name == "neg":
-            inner = self.nodes[args[0]]
-            if inner.op == "neg":
-                return inner.args[0]
-        elif name == "pow":
-            if c[1] == 1.0:
-                return args[0]
-            if c[1] == 0.0:
-                return self.const(1.0)
-            if c[1] == 2.0:
-                return self.op("mul", args[0], args[0])
-        elif name == "select":
-            if args[1] == args[2]:
-                return args[1]
-            if c[0] is not None:
-                return args[1] if c[0] != 0 else args[2]
-            return self._same_condition(args)
-        if name in ("mul", "div", "neg"):
-            return self._hoist_select(name, args)
-        return None
-
-    def _same_condition(self, args: tuple) -> int | None:
-        """`select(c, select(c, a, b), d)` is `select(c, a, d)`, and likewise in the else branch.
-
-        The reverse sweep wraps pullback parts in `select(guard, part, 0)`; a part that is
-        already routed by the same condition then needs no second select.
-        """
-        cond, x, y = args
-        inner_x, inner_y = self.nodes[x], self.nodes[y]
-        if inner_x.op == "select" and inner_x.args[0] == cond:
-            return self.op("select", cond, inner_x.args[1], y)
-        if inner_y.op == "select" and inner_y.args[0] == cond:
-            return self.op("select", cond, x, inner_y.args[2])
-        return None
-
-    def _hoist_select(self, name: str, args: tuple) -> int | None:
-        """`select(c, x, 0) * y` is `select(c, x * y, 0)`: the select moves outward.
-
-        A select pullback routes the cotangent as `select(c, ct, 0)`; the pullbacks below it
-        multiply by partial derivatives that may be infinite or NaN in the branch not taken
-        (`sqrt'(-1)`). With the select kept outermost, that branch gives exactly 0, never
-        `0 * nan` (LANGUAGE.md: a select sends exactly zero to the branch not taken).
-        """
-        positions = (0,) if name in ("div", "neg") else (0, 1)
-        for k in positions:
-            inner = self.nodes[args[k]]
-            if inner.op != "select":
-                continue
-            cond, x, y = inner.args
-            for taken, other in ((x, y), (y, x)):
-                if self.value(other) == 0.0:
-                    rest = list(args)
-                    rest[k] = taken
-                    moved = self.op(name, *rest)
-                    zero = self.const(0.0)
-                    return self.op("select", cond, moved, zero) if taken == x else \
-                        self.op("select", cond, zero, moved)
-        return None
-
-    # the emitter interface used by the pullbacks in ops.py
+    # the interface the pullbacks in ops.py build through
     def neg(self, a):
         return self.op("neg", a)
 
@@ -267,13 +201,15 @@ class Builder:
         return self.op("select", c, a, b)
 
     def graph(self, inputs: dict[str, Port], outputs: dict[str, Port]) -> Graph:
-        """Freeze into a `Graph`, keeping every input node and what the outputs reach."""
-        return prune(self.nodes, inputs, outputs)
+        """Freeze into a `Graph`, keeping every input node and what the outputs reach
+        (checked by `verify` when `DIFFDSL_VERIFY=1`)."""
+        graph = prune(self.nodes, inputs, outputs)
+        return verify(graph) if verifying() else graph
 
 
 def _fold(row, consts: list[float]) -> float | None:
     try:
-        result = float(row.py(*consts))
+        result = float(row.fold(*consts))
     except (ValueError, OverflowError, ZeroDivisionError):
         return None  # leave it to run time, where it becomes inf or nan as in NumPy
     if math.isnan(result) and not any(math.isnan(c) for c in consts):
@@ -308,3 +244,92 @@ def prune(nodes, inputs: dict[str, Port], outputs: dict[str, Port]) -> Graph:
         {n: Port(p.shape, tuple(new_id[i] for i in p.ids), p.span) for n, p in inputs.items()},
         {n: Port(p.shape, tuple(new_id[i] for i in p.ids), p.span) for n, p in outputs.items()},
     )
+
+
+# verification --------------------------------------------------------------------------------
+class GraphError(ValueError):
+    """A graph that is not well formed: a fault of whatever built it, named with its node."""
+
+
+def verifying() -> bool:
+    """Whether every graph a builder freezes is verified (`DIFFDSL_VERIFY=1`)."""
+    return os.environ.get(VERIFY_ENV, "") not in ("", "0")
+
+
+_ARITY = {name: row.arity for name, row in OPS.items()}
+_COMMUTATIVE = frozenset(name for name, row in OPS.items() if row.commutative)
+
+
+def verify(graph: Graph) -> Graph:
+    """Check that `graph` is well formed and return it; raise `GraphError` at the first fault.
+
+    Every node is an op of the table with the row's arity, whose arguments are earlier nodes;
+    constants are floats; no node repeats another; ports have as many node ids as their shape
+    has elements, each a node of the graph; every input node is the element of the input port
+    its attribute names, at the position the port holds it. Linear in the graph's size, so the
+    backends call it before they compile (an emitter fed a malformed graph fails here, not in
+    LLVM's verifier).
+    """
+    nodes = graph.nodes
+    seen: dict[tuple, int] = {}
+    for i, node in enumerate(nodes):
+        op, args = node.op, node.args
+        arity = _ARITY.get(op)
+        if arity is None:
+            _fault(i, node, f"'{op}' is not an op of the table")
+        if type(args) is not tuple or len(args) != arity:
+            _fault(i, node, f"{op} takes {arity} arguments, the node has {len(args)}")
+        for a in args:
+            if type(a) is not int or not 0 <= a < i:
+                _fault(i, node, f"argument {a!r} is not an earlier node")
+        if op == "const":
+            if type(node.attr) is not float:
+                _fault(i, node, f"a constant is a float, not {node.attr!r}")
+            key = (op, node.attr.hex())
+        elif op == "input":
+            key = (op, _input_element(graph, i, node))
+        else:
+            if node.attr is not None:
+                _fault(i, node, f"{op} has no attribute, the node has {node.attr!r}")
+            key = (op, tuple(sorted(args)) if op in _COMMUTATIVE else args)
+        first = seen.setdefault(key, i)
+        if first != i:
+            _fault(i, node, f"it repeats node {first}")
+    for kind, ports in (("input", graph.inputs), ("output", graph.outputs)):
+        for name, port in ports.items():
+            _check_port(kind, name, port, len(nodes))
+    for name, port in graph.inputs.items():
+        for k, i in enumerate(port.ids):
+            if nodes[i].op != "input" or nodes[i].attr != (name, k):
+                raise GraphError(f"malformed graph: element {k} of input '{name}' is node {i}, "
+                                 f"which is not input {name}[{k}]")
+    return graph
+
+
+def _input_element(graph: Graph, i: int, node: Node) -> tuple:
+    attr = node.attr
+    if not (type(attr) is tuple and len(attr) == 2 and type(attr[0]) is str
+            and type(attr[1]) is int):
+        _fault(i, node, f"an input's attribute is (name, index), not {attr!r}")
+    port = graph.inputs.get(attr[0])
+    if port is None or not 0 <= attr[1] < len(port.ids) or port.ids[attr[1]] != i:
+        _fault(i, node, f"it is not element {attr[1]} of an input port '{attr[0]}'")
+    return attr
+
+
+def _check_port(kind: str, name: str, port: Port, count: int) -> None:
+    shape = port.shape
+    if type(shape) is not tuple or not all(type(d) is int and d >= 0 for d in shape):
+        raise GraphError(f"malformed graph: {kind} '{name}' has shape {shape!r}, not a tuple of "
+                         "dimensions")
+    if math.prod(shape) != len(port.ids):
+        raise GraphError(f"malformed graph: {kind} '{name}' of shape {list(shape)} has "
+                         f"{len(port.ids)} node ids, not {math.prod(shape)}")
+    for i in port.ids:
+        if type(i) is not int or not 0 <= i < count:
+            raise GraphError(f"malformed graph: {kind} '{name}' names node {i!r}, and the graph "
+                             f"has nodes 0 to {count - 1}")
+
+
+def _fault(i: int, node: Node, what: str):
+    raise GraphError(f"malformed graph: node {i} ({node.op} {list(node.args)}): {what}")

@@ -29,6 +29,7 @@ from .errors import (
     TypeMismatchError,
     UnknownNameError,
 )
+from .inner_derivs import DERIVATIVES, lower_derivative
 from .ir import Builder, Graph, Port
 from .values import (
     Dyn,
@@ -37,6 +38,7 @@ from .values import (
     is_array,
     memo_key,
 )
+from .while_loop import lower_while
 
 RECURSION_LIMIT = 1000
 
@@ -159,6 +161,11 @@ class _Lowerer:
         for st in body:
             if isinstance(st, s.For):
                 self._check_nested(st.body, "a loop")
+            elif isinstance(st, s.While):  # `break if` belongs directly in its body
+                self._check_nested([x for x in st.body if not isinstance(x, s.Break)], "a loop")
+            elif isinstance(st, s.Break):
+                raise AssignmentError("`break if` is allowed only directly in the body of a "
+                                      "while loop", st.span)
             elif isinstance(st, s.If):
                 for _, b in st.branches:
                     self._check_nested(b, "an if block")
@@ -274,6 +281,8 @@ class _Lowerer:
                 self.block(st.body, scope)
         elif isinstance(st, s.If):
             self.if_statement(list(st.branches), st.orelse, scope)
+        elif isinstance(st, s.While):
+            lower_while(self, st, scope)
         elif isinstance(st, s.Return):
             raise AssignmentError("`return` must be the last statement of a def", st.span)
         else:  # pragma: no cover - the grammar has no other statement
@@ -332,7 +341,7 @@ class _Lowerer:
             return np.pi
         if name == "inf":
             return math.inf
-        if name in self.functions or name in BUILTINS:
+        if name in self.functions or name in BUILTINS or name in DERIVATIVES:
             raise TypeMismatchError(f"'{name}' is a function; call it with arguments", span)
         if name in self.input_values:
             raise UnknownNameError(
@@ -347,7 +356,8 @@ class _Lowerer:
         return scope is not None and not isinstance(scope, _FunctionScope)
 
     def _suggest(self, name: str, scope) -> str | None:
-        known = set(scope) | set(self.consts) | set(self.functions) | set(BUILTINS) | {"pi", "inf"}
+        known = set(scope) | set(self.consts) | set(self.functions) | set(BUILTINS) | \
+            set(DERIVATIVES) | {"pi", "inf"}
         if self._at_top(scope):
             known |= set(self.input_values)
         return _did_you_mean(name, known)
@@ -492,6 +502,8 @@ class _Lowerer:
             return self.call(self.functions[e.func], args, e)
         if e.func in scope or e.func in self.consts:
             raise TypeMismatchError(f"'{e.func}' is a value, not a function", e.func_span)
+        if e.func in DERIVATIVES:
+            return lower_derivative(self, e, scope)
         builtin = BUILTINS.get(e.func)
         if e.func == "range":
             raise TypeMismatchError("range(...) gives the values of a loop; use it after `in` in "
@@ -515,7 +527,7 @@ class _Lowerer:
         return reduce_items(self.v, e.func, items, e.span)
 
     def _suggest_function(self, name: str) -> str | None:
-        return _did_you_mean(name, set(self.functions) | set(BUILTINS))
+        return _did_you_mean(name, set(self.functions) | set(BUILTINS) | set(DERIVATIVES))
 
     def call(self, fn: _Function, args: list, e: s.Call):
         if len(args) != len(fn.params):

@@ -26,6 +26,9 @@ _CONTINUE_AFTER = {
     "==", "!=", "<", "<=", ">", ">=", ",", "then", "else", "and", "or", "not",
 }
 _KEYWORD_TYPES = {"THEN", "ELSE", "AND", "OR", "NOT", "IF", "FOR", "IN"}
+# Tokens that can end an expression: a `max` right after one, in a `while` header, can only be
+# the keyword (two operands never stand side by side).
+_ENDS_EXPRESSION = {"NAME", "INT", "FLOAT", "RPAR", "RSQB"}
 
 # Friendly names for terminals in "expected ..." messages.
 _TERMINAL_NAMES = {
@@ -33,7 +36,7 @@ _TERMINAL_NAMES = {
     "LPAR": "'('", "RPAR": "')'", "LSQB": "'['", "RSQB": "']'", "LBRACE": "'{'",
     "RBRACE": "'}'", "COMMA": "','", "SEMICOLON": "';'", "EQUAL": "'='", "COLON": "':'",
     "ADDOP": "'+' or '-'", "MULOP": "an operator", "POWOP": "'**'", "CMPOP": "a comparison",
-    "AUGOP": "'+='", "$END": "the end of the file",
+    "AUGOP": "'+='", "_MAX": "'max'", "$END": "the end of the file",
 }
 
 
@@ -46,7 +49,8 @@ def _grammar_path() -> Path:
 
 
 class _Newlines:
-    """Post-lexer that keeps a newline only where it ends a statement."""
+    """Post-lexer that keeps a newline only where it ends a statement, and reads the `max` of
+    `while c max N` as a keyword."""
 
     always_accept = ("_NL",)
 
@@ -54,7 +58,16 @@ class _Newlines:
         depth = 0
         previous = None
         pending = None
+        header = None  # the bracket depth of an open `while` header
         for tok in stream:
+            if tok.type == "WHILE":
+                header = depth
+            elif header == depth and tok.type == "NAME" and tok.value == "max" \
+                    and previous is not None and previous.type in _ENDS_EXPRESSION:
+                tok = Token.new_borrow_pos("_MAX", tok.value, tok)
+                header = None
+            elif header == depth and tok.value == "{":
+                header = None
             if tok.type == "_NL":
                 if depth > 0 or previous is None or self._continues(previous):
                     continue
@@ -75,6 +88,8 @@ class _Newlines:
 
     @staticmethod
     def _continues(tok: Token) -> bool:
+        if tok.type == "_MAX":
+            return True
         if tok.type == "NAME" or tok.type in ("INT", "FLOAT"):
             return False
         return tok.value in _CONTINUE_AFTER
@@ -149,7 +164,8 @@ def _syntax_error(exc: UnexpectedInput, source: str, filename: str) -> DDSyntaxE
 
 
 # Words that begin a statement: a misspelt one reads as a name followed by another name.
-_STATEMENT_WORDS = ("input", "output", "const", "def", "for", "if", "elif", "else", "return")
+_STATEMENT_WORDS = ("input", "output", "const", "def", "for", "while", "break", "if", "elif",
+                    "else", "return")
 _BINARY = {"ADDOP", "MULOP", "POWOP", "CMPOP", "AND", "OR"}
 
 
@@ -306,6 +322,12 @@ class _ToSyntax(Transformer_NonRecursive):
 
     def for_stmt(self, meta, name, iterable, body):
         return s.For(str(name), iterable, body, self._span(meta))
+
+    def while_stmt(self, meta, test, limit, body):
+        return s.While(test, limit, body, self._span(meta))
+
+    def break_stmt(self, meta, test):
+        return s.Break(test, self._span(meta))
 
     def elif_clause(self, meta, test, body):
         return _Elif(test, body)

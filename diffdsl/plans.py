@@ -14,13 +14,12 @@ from __future__ import annotations
 
 import hashlib
 import json
-import math
 from pathlib import Path
 
 from . import limits
 from .cache import PLAN_FILE, CacheUnavailable, KernelCache
 from .errors import Span
-from .ir import Graph, Node, Port
+from .ir import Graph, Node, Port, verify
 from .ops import OPS
 
 _code: list[str] = []
@@ -119,16 +118,14 @@ def decode(data: dict, source: str) -> Graph:
         elif op == "input":
             nodes.append(Node("input", (), (item[1], int(item[2]))))
         elif op in OPS and len(item) == OPS[op].arity + 1:
-            args = tuple(int(a) for a in item[1:])
-            if not all(0 <= a < len(nodes) for a in args):  # SSA: arguments come earlier
-                raise ValueError(f"not a node: {item!r}")
-            nodes.append(Node(op, args))
+            nodes.append(Node(op, tuple(int(a) for a in item[1:])))
         else:
             raise ValueError(f"not a node: {item!r}")
-    return Graph(tuple(nodes),
-                 {n: _unport(p, source, len(nodes)) for n, p in data["inputs"].items()},
-                 {n: _unport(p, source, len(nodes)) for n, p in data["outputs"].items()},
-                 known_key=data["key"])
+    # A damaged entry fails here (ir.GraphError is a ValueError), not in a backend.
+    return verify(Graph(tuple(nodes),
+                        {n: _unport(p, source) for n, p in data["inputs"].items()},
+                        {n: _unport(p, source) for n, p in data["outputs"].items()},
+                        known_key=data["key"]))
 
 
 def _port(port: Port) -> list:
@@ -137,8 +134,6 @@ def _port(port: Port) -> list:
     return [list(port.shape), list(port.ids), span]
 
 
-def _unport(data: list, source: str, count: int) -> Port:
+def _unport(data: list, source: str) -> Port:
     shape, ids, span = data
-    if math.prod(shape) != len(ids) or not all(0 <= i < count for i in ids):
-        raise ValueError(f"not a port: {data!r}")
     return Port(tuple(shape), tuple(ids), None if span is None else Span(*span, source=source))

@@ -1,12 +1,12 @@
-"""SymPy export of IR graphs, and SymPy's own derivatives as an oracle (`diffdsl diff`, `check`).
+"""SymPy export of IR graphs (`to_sympy`, `diffdsl diff`), and the language's conventions for
+SymPy's own derivatives (`oracle_diff`, used by `diffdsl check` and oracle.py).
 
 `to_sympy` turns outputs of a graph into SymPy expressions in one forward loop over the node
-list (never a recursion over the graph). An input element is `IndexedBase(name)[i, j]` with the
-indices of the declared shape, a scalar input a plain `Symbol(name)`; both are declared real, as
-every value of the language is, so that SymPy differentiates `Abs(x)` to `sign(x)` and not to
-an expression in `re` and `im`. Pass `real=False` for symbols without assumptions.
+list (never a recursion over the graph), over the atoms of sympy_atoms.py: input elements as
+real symbols (pass `real=False` for symbols without assumptions), constants as closed forms.
 
-How the ops are written (the row's `sympy` field names the entry of `SYMPY_FUNCS`):
+Each op is written as its row's `sympy` field says (ops.py), compiled once into a rule of
+`SYMPY_FUNCS`. Notably:
     select(c, a, b)      Piecewise((a, Ne(c, 0)), (b, True)); where `c` is a comparison or a
                          logical combination of comparisons, its relation is the condition:
                          Piecewise((a, x > 0), (b, True))
@@ -18,14 +18,6 @@ How the ops are written (the row's `sympy` field names the entry of `SYMPY_FUNCS
     cbrt                 real_root(x, 3): the real cube root, also of negative numbers
     hypot                sqrt(x**2 + y**2)
 
-Constants are exported exactly where the float is (within one unit in the last place) a simple
-closed form: an integer, a short decimal (`0.1` is 1/10), a fraction with denominator up to
-1000, or a small rational multiple of one of pi, E, log(2), log(10), sqrt(2), sqrt(3),
-sqrt(pi), sqrt(2*pi) or of its reciprocal. Constant folding in float64 rounds (`1/3` folds to
-0.333...33, `log2`'s derivative holds ln 2 as a float), and this recovers the exact value, so
-formulas read as written and our derivatives can be proven equal to SymPy's. Any other
-constant, and any of magnitude beyond 2**53 or below 1e-15, is an exact `Float` of 53 bits.
-
 Graphs are hash-consed, so a subexpression used twice is one SymPy object used twice; the tree
 that SymPy prints may still be exponentially larger than the graph (the determinant by minors
 has n! terms).
@@ -33,276 +25,22 @@ has n! terms).
 
 from __future__ import annotations
 
-import functools
 import itertools
-import math
 import re
 import sys
 import threading
-from fractions import Fraction
 from typing import Callable
 
-import mpmath
 import sympy as sp
-from sympy.core.logic import fuzzy_and
 
 from . import autodiff
 from .errors import UsageError
 from .ir import Graph
 from .ops import OPS
+from .sympy_atoms import Symbols, constant, unravel
+from .sympy_ops import ALT_FUNCS, SYMPY_FUNCS, Arg, select
 
-# ---------------------------------------------------------------------------------------------
-# Constants
-
-
-def constant(value: float) -> sp.Expr:
-    """The SymPy number for a float constant of the graph (see the module docstring)."""
-    x = float(value)
-    if math.isnan(x):
-        return sp.nan
-    if math.isinf(x):
-        return sp.oo if x > 0 else -sp.oo
-    if x < 0:
-        return -constant(-x)
-    if x == 0:
-        return sp.Integer(0)
-    for c in (x, math.nextafter(x, 0.0), math.nextafter(x, math.inf)):
-        exact = _exact_form(c)
-        if exact is not None:
-            return exact
-    return sp.Float(x)
-
-
-def _exact_form(x: float) -> sp.Expr | None:
-    if not 1e-15 <= x < 2.0**53:
-        return None  # written as a Float: 1e300 as a SymPy Integer would print 301 digits
-    if x.is_integer():
-        return sp.Integer(int(x))
-    text = repr(x)
-    mantissa = text.split("e")[0].replace(".", "").strip("0")
-    if len(mantissa) <= 12:
-        return sp.Rational(text)  # a short decimal, as written: 0.1 is 1/10
-    frac = Fraction(x).limit_denominator(1000)
-    if float(frac) == x:
-        return sp.Rational(frac.numerator, frac.denominator)
-    known = _known_constants().get(x)
-    if known is not None:
-        q, base, inverse = known
-        b = _BASES[base][0]
-        return q / b if inverse else q * b
-    return None
-
-
-# Irrational constants that ops' rules and programs use; a float equal to a small rational
-# multiple of one of them (or of its reciprocal) is exported as that closed form.
-_BASES = (
-    (sp.pi, lambda: mpmath.pi),
-    (sp.E, lambda: mpmath.e),
-    (sp.log(2), lambda: mpmath.log(2)),
-    (sp.log(10), lambda: mpmath.log(10)),
-    (sp.sqrt(2), lambda: mpmath.sqrt(2)),
-    (sp.sqrt(3), lambda: mpmath.sqrt(3)),
-    (sp.sqrt(sp.pi), lambda: mpmath.sqrt(mpmath.pi)),
-    (sp.sqrt(2 * sp.pi), lambda: mpmath.sqrt(2 * mpmath.pi)),
-)
-
-
-@functools.lru_cache(maxsize=1)
-def _known_constants() -> dict[float, tuple]:
-    """float -> (rational q, base index, inverse?): the simplest form is entered first."""
-    ratios = sorted({Fraction(n, d) for n in range(1, 13) for d in range(1, 13)},
-                    key=lambda q: (q.numerator + q.denominator, q))
-    table: dict[float, tuple] = {}
-    with mpmath.workdps(40):
-        for q in ratios:
-            for base, (_, value) in enumerate(_BASES):
-                for inverse in (False, True):
-                    v = value()
-                    if inverse:
-                        exact = mpmath.mpf(q.numerator) / (v * q.denominator)
-                    else:
-                        exact = q.numerator * v / q.denominator
-                    table.setdefault(float(exact), (sp.Rational(q.numerator, q.denominator),
-                                                    base, inverse))
-    return table
-
-
-# ---------------------------------------------------------------------------------------------
-# Ops
-
-
-class _Arg:
-    """An argument of an op as exported.
-
-    `x` is its expression. `alt` is the same value written without Piecewise, for conditions
-    to use: SymPy rewrites a condition that holds a Piecewise into ITE form, which doubles at
-    every step of a max reduction or of a loop of dynamic ifs (and fails outright on some).
-    In `alt`, min and max are SymPy's Min and Max (equal in value), and a select is `select`.
-    `rel` is its relation when it is a comparison or a logical combination of them.
-    """
-
-    __slots__ = ("x", "alt", "rel")
-
-    def __init__(self, x, alt, rel):
-        self.x = x
-        self.alt = alt
-        self.rel = rel
-
-    @property
-    def cond(self):
-        """The argument as a condition: nonzero is true."""
-        return self.rel if self.rel is not None else sp.Ne(self.alt, 0)
-
-
-class select(sp.Function):  # noqa: N801 - printed as the IR op it stands for
-    """`select(c, a, b)`: `a` where the condition `c` holds, else `b`.
-
-    The value of a select where it appears inside a condition (see `_Arg`); elsewhere a
-    select is a Piecewise. It collapses to a branch as soon as `c` is decided, as when
-    numbers are substituted.
-    """
-
-    def _eval_is_extended_real(self):
-        return fuzzy_and(branch.is_extended_real for branch in self.args[1:])
-
-    def _eval_is_finite(self):
-        return fuzzy_and(branch.is_finite for branch in self.args[1:])
-
-    @classmethod
-    def eval(cls, c, a, b):
-        if c == sp.true:
-            return a
-        if c == sp.false:
-            return b
-        if a == b:
-            return a
-        return None
-
-
-def _apply(function, *args):
-    """`function(*args)` unevaluated unless every argument is a number.
-
-    SymPy's automatic evaluation of a function asks questions such as `is_number` of its
-    argument that recurse to the bottom of it and are not cached, so building a chain of n
-    nested calls costs n**2 (a 1600-deep chain of tanh took 30 s; Min and Max factor their
-    arguments' differences: 2 s for a chain of 100). The evaluations skipped are cosmetic
-    (`sin(-x)` to `-sin(x)`); the IR has folded constant arguments already.
-    """
-    if all(arg.is_Number for arg in args):
-        return function(*args)
-    return function(*args, evaluate=False)
-
-
-def _first_on_tie(relation):
-    return lambda a: sp.Piecewise((a[0].x, relation(a[0].alt, a[1].alt)), (a[1].x, True))
-
-
-# Keyed by the `sympy` field of the op rows. A rule takes the list of `_Arg`s and returns an
-# expression, or a SymPy Boolean for ops whose value is a condition (exported as 1 or 0).
-SYMPY_FUNCS: dict[str, Callable] = {
-    "neg": lambda a: -a[0].x,
-    "exp": lambda a: _apply(sp.exp, a[0].x),
-    "log": lambda a: _apply(sp.log, a[0].x),
-    "log1p": lambda a: sp.log(1 + a[0].x),
-    "expm1": lambda a: _apply(sp.exp, a[0].x) - 1,
-    "log2": lambda a: sp.log(a[0].x, 2),
-    "log10": lambda a: sp.log(a[0].x, 10),
-    "sqrt": lambda a: sp.sqrt(a[0].x),
-    "cbrt": lambda a: sp.real_root(a[0].x, 3),
-    "sin": lambda a: _apply(sp.sin, a[0].x),
-    "cos": lambda a: _apply(sp.cos, a[0].x),
-    "tan": lambda a: _apply(sp.tan, a[0].x),
-    "asin": lambda a: _apply(sp.asin, a[0].x),
-    "acos": lambda a: _apply(sp.acos, a[0].x),
-    "atan": lambda a: _apply(sp.atan, a[0].x),
-    "sinh": lambda a: _apply(sp.sinh, a[0].x),
-    "cosh": lambda a: _apply(sp.cosh, a[0].x),
-    "tanh": lambda a: _apply(sp.tanh, a[0].x),
-    "asinh": lambda a: _apply(sp.asinh, a[0].x),
-    "acosh": lambda a: _apply(sp.acosh, a[0].x),
-    "atanh": lambda a: _apply(sp.atanh, a[0].x),
-    "Abs": lambda a: _apply(sp.Abs, a[0].x),
-    "sign": lambda a: _apply(sp.sign, a[0].x),
-    "floor": lambda a: _apply(sp.floor, a[0].x),
-    "ceiling": lambda a: _apply(sp.ceiling, a[0].x),
-    "erf": lambda a: _apply(sp.erf, a[0].x),
-    # log|gamma(x)|, as libm's lgamma (SymPy's loggamma is complex for x < 0)
-    "loggamma": lambda a: sp.log(sp.Abs(_apply(sp.gamma, a[0].x))),
-    "Not": lambda a: sp.Not(a[0].cond),
-    "Add": lambda a: a[0].x + a[1].x,
-    "sub": lambda a: a[0].x - a[1].x,
-    "Mul": lambda a: a[0].x * a[1].x,
-    "div": lambda a: a[0].x / a[1].x,
-    "Pow": lambda a: sp.Pow(a[0].x, a[1].x),
-    "atan2": lambda a: _apply(sp.atan2, a[0].x, a[1].x),
-    "hypot": lambda a: sp.sqrt(a[0].x ** 2 + a[1].x ** 2),
-    "Min": _first_on_tie(sp.Le),
-    "Max": _first_on_tie(sp.Ge),
-    "lt": lambda a: sp.Lt(a[0].alt, a[1].alt),
-    "le": lambda a: sp.Le(a[0].alt, a[1].alt),
-    "gt": lambda a: sp.Gt(a[0].alt, a[1].alt),
-    "ge": lambda a: sp.Ge(a[0].alt, a[1].alt),
-    "eq": lambda a: sp.Eq(a[0].alt, a[1].alt),
-    "ne": lambda a: sp.Ne(a[0].alt, a[1].alt),
-    "And": lambda a: sp.And(a[0].cond, a[1].cond),
-    "Or": lambda a: sp.Or(a[0].cond, a[1].cond),
-    "Piecewise": lambda a: sp.Piecewise((a[1].x, a[0].cond), (a[2].x, True)),
-}
-
-# `alt` (see `_Arg`) of the ops whose expression is a Piecewise. Ops whose value is a
-# condition have `select(rel, 1, 0)`.
-_ALT_FUNCS: dict[str, Callable] = {
-    "Min": lambda a: _apply(sp.Min, a[0].alt, a[1].alt),
-    "Max": lambda a: _apply(sp.Max, a[0].alt, a[1].alt),
-    "Piecewise": lambda a: select(a[0].cond, a[1].alt, a[2].alt),
-}
-
-
-# ---------------------------------------------------------------------------------------------
-# Symbols
-
-
-def unravel(k: int, shape: tuple) -> tuple[int, ...]:
-    """The multi-index of flat (row-major) position `k` in `shape`."""
-    index = []
-    for dim in reversed(shape):
-        index.append(k % dim)
-        k //= dim
-    return tuple(reversed(index))
-
-
-def input_symbol(name: str, shape: tuple, k: int, real: bool = True) -> sp.Expr:
-    """The SymPy atom `to_sympy` uses for element `k` (flat) of input `name` of `shape`."""
-    if not shape:
-        return sp.Symbol(name, real=True) if real else sp.Symbol(name)
-    base = sp.IndexedBase(name, real=True) if real else sp.IndexedBase(name)
-    return base[unravel(k, shape)]
-
-
-def _plain_symbol(name: str, shape: tuple, k: int) -> sp.Symbol:
-    """A real Symbol printed as the element is (`A[0, 1]`): SymPy differentiates with respect
-    to a Symbol faster and more simply than with respect to an Indexed."""
-    if not shape:
-        return sp.Symbol(name, real=True)
-    return sp.Symbol(f"{name}[{', '.join(map(str, unravel(k, shape)))}]", real=True)
-
-
-class Symbols:
-    """The atoms of a graph's inputs: plain real Symbols for computing, and the public ones."""
-
-    def __init__(self, graph: Graph, real: bool = True):
-        self.plain: dict[str, list] = {}
-        self.public: dict[str, list] = {}
-        for name, port in graph.inputs.items():
-            self.plain[name] = [_plain_symbol(name, port.shape, k) for k in range(port.size)]
-            self.public[name] = [input_symbol(name, port.shape, k, real)
-                                 for k in range(port.size)]
-        self.to_public = {p: q for name in self.plain
-                          for p, q in zip(self.plain[name], self.public[name], strict=True)}
-
-    def plain_atom(self, name: str, k: int):
-        return self.plain[name][k]
-
+__all__ = ["SYMPY_FUNCS", "Symbols", "constant", "oracle_diff", "select", "to_sympy", "unravel"]
 
 # ---------------------------------------------------------------------------------------------
 # Size and depth
@@ -427,8 +165,8 @@ def _export_nodes(graph: Graph, ids, atom: Callable) -> dict[int, sp.Expr]:
         if node.op == "input":
             exprs[i] = atom(*node.attr)
             continue
-        name = OPS[node.op].sympy
-        args = [_Arg(exprs[a], exprs[a] if alts[a] is None else alts[a], rels.get(a))
+        name = node.op
+        args = [Arg(exprs[a], exprs[a] if alts[a] is None else alts[a], rels.get(a))
                 for a in node.args]
         result = SYMPY_FUNCS[name](args)
         # A Symbol is a Boolean too in SymPy; a condition is a Boolean that is no Expr.
@@ -439,11 +177,11 @@ def _export_nodes(graph: Graph, ids, atom: Callable) -> dict[int, sp.Expr]:
                 alts[i] = select(result, sp.Integer(1), sp.Integer(0))
             continue
         exprs[i] = result
-        if name in _ALT_FUNCS:
+        if name in ALT_FUNCS:
             if isinstance(result, sp.Piecewise) or any(alts[a] is not None for a in node.args):
-                alts[i] = _ALT_FUNCS[name](args)
+                alts[i] = ALT_FUNCS[name](args)
         elif any(alts[a] is not None for a in node.args):
-            alts[i] = SYMPY_FUNCS[name]([_Arg(g.alt, g.alt, g.rel) for g in args])
+            alts[i] = SYMPY_FUNCS[name]([Arg(g.alt, g.alt, g.rel) for g in args])
     return {i: exprs[i] for i in ids}
 
 
@@ -480,36 +218,11 @@ def to_sympy(graph: Graph, names=None, real: bool = True) -> dict:
 # Derivatives
 
 
-class Derivatives(dict):
-    """input name -> derivative of output `of` (shape S + T), remembering `of` and S.
-    Jupyter shows it as LaTeX, one line an input: `\\frac{\\partial d}{\\partial A} = [...]`."""
 
-    LATEX_TERMS = 20_000  # written-out size above which it shows as plain text
-
-    def __init__(self, of: str, out_shape: tuple, items=()):
-        super().__init__(items)
-        self.of = of
-        self.out_shape = tuple(out_shape)
-
-    def _repr_latex_(self) -> str | None:
-        exprs = [e for value in self.values() for e in _flat(value)]
-        stack, terms = list(exprs), 0  # counted without recursion: trees can be deep
-        while stack and terms <= self.LATEX_TERMS:
-            terms += 1
-            stack.extend(getattr(stack.pop(), "args", ()))
-        if not exprs or terms > self.LATEX_TERMS:
-            return None
-        return _deep_print(_latex_lines, self)
-
-
-def _latex_lines(derivs: Derivatives) -> str:
-    of = sp.latex(sp.Symbol(derivs.of))
-    lines = [f"\\frac{{\\partial {of}}}{{\\partial {sp.latex(sp.Symbol(name))}}} &= "
-             f"{sp.latex(value)}" for name, value in derivs.items()]
-    return "$\\begin{aligned}" + " \\\\ ".join(lines) + "\\end{aligned}$"
-
-
-_NONSMOOTH = (sp.floor, sp.ceiling, sp.sign)
+# The SymPy functions of the ops whose derivative the language takes as zero (sign, floor,
+# ceil): those without a pullback whose spelling is a SymPy function.
+_NONSMOOTH = tuple(getattr(sp, row.sympy) for row in OPS.values()
+                   if row.arity and row.pullback is None and row.sympy.isidentifier())
 
 
 def oracle_diff(expr: sp.Expr, symbol: sp.Symbol) -> sp.Expr:
@@ -547,41 +260,6 @@ def jacobian_exprs(jac: Graph, wrt: list[str], atom: Callable) -> dict[str, list
     ids = [i for name in wrt for i in jac.outputs[autodiff.d_name(name)].ids]
     exprs = export_nodes(jac, ids, atom)
     return {name: [exprs[i] for i in jac.outputs[autodiff.d_name(name)].ids] for name in wrt}
-
-
-def sympy_derivatives(graph: Graph, of: str | None = None, wrt=None,
-                      real: bool = True) -> Derivatives:
-    """The oracle: the exported output differentiated by `sympy.diff`, per input element."""
-    of = autodiff.pick_output(graph, of)
-    wrt = autodiff.pick_inputs(graph, wrt)
-    return deep_call(graph_depth(graph, graph.outputs[of].ids), _sympy_derivatives,
-                     graph, of, wrt, real)
-
-
-def _sympy_derivatives(graph: Graph, of: str, wrt: list[str], real: bool) -> Derivatives:
-    syms = Symbols(graph, real)
-    f = function_exprs(graph, of, syms.plain_atom)
-    out_shape = graph.outputs[of].shape
-    result = Derivatives(of, out_shape)
-    for name in wrt:
-        flat = [oracle_diff(e, s).xreplace(syms.to_public) for e in f for s in syms.plain[name]]
-        result[name] = shaped(flat, out_shape + graph.inputs[name].shape)
-    return result
-
-
-def our_derivatives(graph: Graph, of: str | None = None, wrt=None,
-                    real: bool = True) -> Derivatives:
-    """Our derivative graph (`autodiff.jacobian`) exported: its "d:NAME" outputs."""
-    of = autodiff.pick_output(graph, of)
-    wrt = autodiff.pick_inputs(graph, wrt)
-    jac = autodiff.jacobian(graph, of, wrt)
-    syms = Symbols(graph, real)
-    ids = [i for name in wrt for i in jac.outputs[autodiff.d_name(name)].ids]
-    flat = deep_call(graph_depth(jac, ids), jacobian_exprs, jac, wrt,
-                     lambda name, k: syms.public[name][k])
-    out_shape = graph.outputs[of].shape
-    return Derivatives(of, out_shape, {
-        name: shaped(flat[name], out_shape + graph.inputs[name].shape) for name in wrt})
 
 
 # ---------------------------------------------------------------------------------------------

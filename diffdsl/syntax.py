@@ -191,6 +191,24 @@ class For:
 
 
 @node
+class While:
+    """`while test max limit { body }`: at most `limit` steps, each while `test` holds."""
+
+    test: object
+    limit: object
+    body: tuple
+    span: Span
+
+
+@node
+class Break:
+    """`break if test`, directly in the body of a `while`: the loop stops there when it holds."""
+
+    test: object
+    span: Span
+
+
+@node
 class If:
     branches: tuple  # ((condition, body), ...), the `else if` chain in order
     orelse: tuple | None

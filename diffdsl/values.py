@@ -20,7 +20,8 @@ from .errors import (
     StaticValueError,
     TypeMismatchError,
 )
-from .ops import ARITHMETIC, COMPARISONS, py_lgamma
+from .ops import ARITHMETIC, COMPARISONS
+from .static import static_integer, static_real
 
 
 class Dyn:
@@ -384,51 +385,3 @@ def _too_big(bits: int, message: str, span) -> Exception:
 
 _PY_COMPARE = {"<": operator.lt, "<=": operator.le, ">": operator.gt, ">=": operator.ge,
                "==": operator.eq, "!=": operator.ne}
-
-_NP_STATIC = {
-    "add": np.add, "sub": np.subtract, "mul": np.multiply, "div": np.true_divide,
-    "pow": np.power, "atan2": np.arctan2, "hypot": np.hypot,
-    "exp": np.exp, "log": np.log, "log1p": np.log1p, "expm1": np.expm1, "log2": np.log2,
-    "log10": np.log10, "sqrt": np.sqrt, "cbrt": np.cbrt, "sin": np.sin, "cos": np.cos,
-    "tan": np.tan, "asin": np.arcsin, "acos": np.arccos, "atan": np.arctan, "sinh": np.sinh,
-    "cosh": np.cosh, "tanh": np.tanh, "asinh": np.arcsinh, "acosh": np.arccosh,
-    "atanh": np.arctanh, "abs": np.abs, "sign": np.sign, "floor": np.floor, "ceil": np.ceil,
-}
-
-
-# Builtins whose value at integers is an integer keep static integers integer, as integer
-# arithmetic does, so `range(max(0, i - 2), min(n, i + 3))` works. min and max keep the first
-# argument on a tie, as the op table's rows do.
-_INTEGER_VALUED = {
-    "min": lambda a, b: a if a <= b else b,
-    "max": lambda a, b: a if a >= b else b,
-    "abs": abs,
-    "sign": lambda a: (a > 0) - (a < 0),
-    "floor": lambda a: a,
-    "ceil": lambda a: a,
-}
-
-
-def static_integer(name: str, xs: tuple) -> int | None:
-    """The builtin `name` of static integers as an integer where its result is one, else None.
-
-    floor and ceil of a static real stay real: an integer would lose the sign of `ceil(-0.5)`,
-    which is -0.0, and folding never changes a result.
-    """
-    if name in _INTEGER_VALUED and all(type(x) in (int, bool) for x in xs):
-        return _INTEGER_VALUED[name](*(int(x) for x in xs))
-    return None
-
-
-def static_real(name: str, *xs: float) -> float:
-    """A static real computed with IEEE semantics, as the compiled program would."""
-    if name == "min":
-        return xs[0] if xs[0] <= xs[1] else xs[1]
-    if name == "max":
-        return xs[0] if xs[0] >= xs[1] else xs[1]
-    if name == "erf":
-        return math.erf(xs[0])
-    if name == "lgamma":
-        return py_lgamma(xs[0])
-    with np.errstate(all="ignore"):
-        return float(_NP_STATIC[name](*(np.float64(x) for x in xs)))

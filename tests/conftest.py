@@ -8,4 +8,6 @@ import tempfile
 # reads this once, when first imported, so it is set before any test module loads.
 os.environ.setdefault("NUMBA_ENABLE_CUDASIM", "1")
 os.environ.setdefault("DIFFDSL_BACKEND", "numpy")
+# Every graph a builder freezes (lowered, derived) is checked by `ir.verify`.
+os.environ.setdefault("DIFFDSL_VERIFY", "1")
 os.environ.setdefault("DIFFDSL_CACHE_DIR", tempfile.mkdtemp(prefix="diffdsl-test-cache-"))

@@ -1,4 +1,5 @@
-"""The CPU backend against the numpy interpreter, its two paths, dtypes, and the kernel cache."""
+"""The CPU backend: parallel batches on both paths, and the kernel cache (tests/test_backends.py
+compares it with the numpy interpreter on every example)."""
 
 import json
 import os
@@ -10,74 +11,25 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from compare import compare_with_reference
 
 import diffdsl
 from diffdsl.backends import cpu
 
 ROOT = Path(__file__).parent.parent
-EXAMPLES = sorted((ROOT / "examples").glob("*.dd"))
-
-
-def _inputs(prog, rng, batch=()):
-    return {name: rng.uniform(0.5, 1.5, batch + shape) for name, shape in prog.inputs.items()}
-
-
-def _compare(cpu_prog, ref_prog, inputs, rtol=1e-12, atol=1e-13):
-    np.testing.assert_allclose(_flat(cpu_prog.evaluate(inputs)), _flat(ref_prog.evaluate(inputs)),
-                               rtol=rtol, atol=atol)
-    for of, shape in ref_prog.outputs.items():
-        want = ref_prog.jacobian(inputs, of=of)
-        got = cpu_prog.jacobian(inputs, of=of)
-        np.testing.assert_allclose(_flat(got), _flat(want), rtol=rtol, atol=atol)
-        if int(np.prod(shape)) == 1:
-            want = ref_prog.hessian(inputs, of=of)
-            got = cpu_prog.hessian(inputs, of=of)
-            for a in want:
-                np.testing.assert_allclose(_flat(got[a]), _flat(want[a]), rtol=rtol, atol=atol)
-
-
-def _flat(d):
-    return np.concatenate([np.ravel(d[k]) for k in sorted(d)])
-
-
-@pytest.mark.parametrize("path", EXAMPLES, ids=lambda p: p.name)
-def test_every_example_matches_the_interpreter(path):
-    ref = diffdsl.load(path, backend="numpy")
-    fast = diffdsl.load(path, backend="cpu")
-    rng = np.random.default_rng(11)
-    _compare(fast, ref, _inputs(ref, rng))
-    _compare(fast, ref, _inputs(ref, rng, batch=(3, 2)))
 
 
 @pytest.mark.parametrize("path", [ROOT / "examples" / n for n in ("det3.dd", "piecewise.dd",
                                                                    "special.dd")],
                          ids=lambda p: p.name)
-@pytest.mark.parametrize("tape", [True, False], ids=["tape", "machine code"])
-def test_tape_and_parallel_paths_match(path, tape, monkeypatch):
-    ref = diffdsl.load(path, backend="numpy")
-    rng = np.random.default_rng(2)
-    inputs = _inputs(ref, rng, batch=(50,))
-    if tape:
-        monkeypatch.setattr(cpu, "TAPE_THRESHOLD", 0)
+@pytest.mark.parametrize("backend", ["cpu-tape", "cpu"])
+def test_parallel_batches_match(path, backend, monkeypatch):
+    """Rows on threads, each a slice with its own scratch, on machine code and on the tape."""
     monkeypatch.setattr(cpu, "PARALLEL_WORK", 0)
     monkeypatch.setenv(cpu.THREADS_ENV, "3")  # more threads than cores: uneven slices
-    prog = diffdsl.load(path, backend="cpu")
-    _compare(prog, ref, inputs)
-    _compare(prog, ref, _inputs(ref, rng))
-    assert all((k.tape is not None) == tape for _, k in prog.engine._kernels.values())
-
-
-@pytest.mark.parametrize("path", EXAMPLES, ids=lambda p: p.name)
-def test_float32(path):
-    prog = diffdsl.load(path, backend="cpu", dtype="float32")
-    ref = diffdsl.load(path, backend="numpy")
-    inputs = _inputs(ref, np.random.default_rng(4), batch=(4,))
-    for of in ref.outputs:
-        got = prog.jacobian(inputs, of=of)
-        want = ref.jacobian(inputs, of=of)
-        for k in want:
-            assert got[k].dtype == np.float32
-            np.testing.assert_allclose(got[k], want[k], rtol=2e-4, atol=2e-4)
+    prog = diffdsl.load(path)
+    compare_with_reference(prog, backend, "float64", (50,), seed=2)
+    compare_with_reference(prog, backend, "float64", (), seed=3)
 
 
 def test_empty_batch():

@@ -1,10 +1,9 @@
-"""The CUDA backend against the numpy interpreter, under Numba's CUDA simulator.
-
-The simulator runs each GPU thread as a Python thread, so row counts stay small. Every example
-runs through both paths (straight-line module and device tape), both dtypes, single rows and
-batches with a shared input, host and device inputs. Where NVVM (libnvvm of the CUDA toolkit)
-is installed, the generated code is also compiled for a real GPU (PTX), which the simulator
-alone cannot show: it runs the kernels as Python.
+"""The CUDA backend through the public API (`backend="cuda"`), under Numba's CUDA simulator
+where no GPU is: every op at special values on both paths (straight-line module and device
+tape), both dtypes, device arrays in and out, batches in chunks, the kernel cache, the forum
+cases. tests/test_backends.py compares every example with the numpy interpreter. Where NVVM
+(libnvvm of the CUDA toolkit) is installed, the generated code is also compiled for a real GPU
+(PTX), which the simulator alone cannot show: it runs the kernels as Python.
 """
 
 import ast
@@ -16,16 +15,19 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from compare import compare_with_reference, draw_inputs, path
 
 import diffdsl
 from diffdsl import autodiff
 from diffdsl.backends import cuda as cb
+from diffdsl.backends import cuda_tape, tape
 from diffdsl.backends import numpy as reference
 from diffdsl.ir import Builder, Port
-from diffdsl.ops import OPS  # noqa: E402
+from diffdsl.ops import OPS
+from diffdsl.ufuncs import FUNCTIONS
 
 ROOT = Path(__file__).parent.parent
-EXAMPLES = sorted((ROOT / "examples").glob("*.dd"))
+PATHS = ["cuda", "cuda-tape"]
 
 pytestmark = pytest.mark.skipif(not cb.available(), reason="no CUDA GPU and no simulator")
 
@@ -33,91 +35,6 @@ pytestmark = pytest.mark.skipif(not cb.available(), reason="no CUDA GPU and no s
 def _cuda():
     from numba import cuda
     return cuda
-
-
-def _program(path):
-    return diffdsl.compile(Path(path).read_text(encoding="utf-8"), filename=str(path),
-                           backend="numpy")
-
-
-def _kernel(graph, dtype="float64", threshold=None):
-    """What a caller does: straight-line module below the threshold, the tape above it."""
-    if cb.uses_tape(graph, threshold):
-        return cb.Kernel(graph, dtype)
-    name = f"diffdsl_cuda_test_{graph.key()[:24]}_{dtype}"
-    module = cb.module_in_memory(name, cb.module_source(graph, dtype, graph.key(), "test"))
-    return cb.Kernel(graph, dtype, module)
-
-
-PATHS = {"straight": None, "tape": 0}
-
-
-def _draw(kernel, rows, rng, shared=()):
-    """Inputs uniform(0.5, 1.5): (rows, size) each, (1, size) for the names in `shared`."""
-    return [rng.uniform(0.5, 1.5, (1 if name in shared else rows, size))
-            for name, size in zip(kernel.in_names, kernel.in_sizes, strict=True)]
-
-
-def _want(graph, kernel, arrays, shared=(), dtype=np.float64):
-    """The interpreter's outputs; a shared input is given as the 1-D (size,) it takes."""
-    flat = {name: (a[0] if name in shared else a)
-            for name, a in zip(kernel.in_names, arrays, strict=True)}
-    return reference.evaluate(graph, flat, dtype)
-
-
-def _check(graph, kernel, arrays, rows, shared=(), rtol=1e-12, atol=1e-13):
-    got = kernel.run(arrays, rows)
-    want = _want(graph, kernel, arrays, shared)
-    assert len(got) == len(kernel.out_names)
-    for name, out in zip(kernel.out_names, got, strict=True):
-        assert isinstance(out, np.ndarray)
-        assert out.dtype == kernel.dtype
-        expect = np.asarray(want[name]).reshape(rows, -1)
-        np.testing.assert_allclose(out, expect, rtol=rtol, atol=atol, err_msg=name)
-
-
-def _derived(prog):
-    """The Jacobian of every output, and the Hessian of each one-element output."""
-    graphs = []
-    for of, port in prog.graph.outputs.items():
-        graphs.append(autodiff.jacobian(prog.graph, of))
-        if port.size == 1:
-            graphs.append(autodiff.grad(prog.graph, of))
-            graphs.append(autodiff.hessian(prog.graph, of))
-    return graphs
-
-
-# every example -------------------------------------------------------------------------------
-
-@pytest.mark.parametrize("path", list(PATHS))
-@pytest.mark.parametrize("example", EXAMPLES, ids=lambda p: p.name)
-def test_examples_match_the_interpreter(example, path):
-    prog = _program(example)
-    rng = np.random.default_rng(5)
-    for graph in [prog.graph] + _derived(prog):
-        kernel = _kernel(graph, "float64", PATHS[path])
-        assert (kernel.tape is not None) == (path == "tape")
-        _check(graph, kernel, _draw(kernel, 1, rng), 1)
-        _check(graph, kernel, _draw(kernel, 5, rng), 5)
-        if len(kernel.in_names) > 1:  # the first input shared by every row
-            shared = kernel.in_names[:1]
-            _check(graph, kernel, _draw(kernel, 5, rng, shared), 5, shared)
-
-
-@pytest.mark.parametrize("path", list(PATHS))
-@pytest.mark.parametrize("example", EXAMPLES, ids=lambda p: p.name)
-def test_float32(example, path):
-    prog = _program(example)
-    rng = np.random.default_rng(6)
-    for graph in [prog.graph] + _derived(prog)[:2]:
-        kernel = _kernel(graph, "float32", PATHS[path])
-        arrays = _draw(kernel, 4, rng)
-        got = kernel.run([a.astype(np.float32) for a in arrays], 4)
-        want = _want(graph, kernel, [a.astype(np.float32).astype(np.float64) for a in arrays])
-        for name, out in zip(kernel.out_names, got, strict=True):
-            assert out.dtype == np.float32
-            np.testing.assert_allclose(out, want[name].reshape(4, -1), rtol=2e-4, atol=2e-4,
-                                       err_msg=name)
 
 
 # every op, at special values -----------------------------------------------------------------
@@ -151,97 +68,90 @@ SPECIAL = np.array([
 
 
 @pytest.mark.parametrize("dtype", ["float64", "float32"])
-@pytest.mark.parametrize("path", list(PATHS))
-def test_every_op_at_special_values(path, dtype):
-    """NaN, infinities, signed zeros, domain errors: the IEEE results, as on a GPU."""
+@pytest.mark.parametrize("backend", PATHS)
+def test_every_op_at_special_values(backend, dtype):
+    """NaN, infinities, signed zeros, domain errors: the IEEE results, as on a GPU, for every
+    op's value and its derivatives (forward mode)."""
     graph = _every_op_graph()
     assert {graph.nodes[i].op for i in graph.outputs["out"].ids} >= set(OPS) - {"input"}
-    jac = autodiff.jacobian(graph, "out", mode="forward")
-    dt = np.dtype(dtype)
+    prog = diffdsl.Program(graph, cache=False)
     with np.errstate(over="ignore"):  # 1e300 is inf in float32
-        values = SPECIAL.astype(dt)
-    rows = len(values)
-    for g in (graph, jac):
-        kernel = _kernel(g, dtype, PATHS[path])
-        arrays = [values[:, k:k + 1] for k in range(3)]
-        with np.errstate(all="ignore"):
-            got = kernel.run(arrays, rows)
-            want = reference.evaluate(g, dict(zip("xyz", arrays, strict=True)), dt)
-        rtol = 1e-12 if dtype == "float64" else 2e-6
-        for name, out in zip(kernel.out_names, got, strict=True):
-            np.testing.assert_allclose(out, want[name].reshape(rows, -1), rtol=rtol, atol=0,
-                                       equal_nan=True, err_msg=name)
+        values = SPECIAL.astype(dtype)
+    inputs = {name: values[:, k] for k, name in enumerate("xyz")}
+    rtol = 1e-12 if dtype == "float64" else 2e-6
+    with path(backend) as name, np.errstate(all="ignore"):
+        got = {"out": prog(inputs, backend=name, dtype=dtype)}
+        want = {"out": prog(inputs, backend="numpy", dtype=dtype)}
+        got.update(prog.jacobian(inputs, mode="forward", backend=name, dtype=dtype))
+        want.update(prog.jacobian(inputs, mode="forward", backend="numpy", dtype=dtype))
+    for key, value in want.items():
+        assert got[key].dtype == np.dtype(dtype)
+        np.testing.assert_allclose(got[key], value, rtol=rtol, atol=0, equal_nan=True,
+                                   err_msg=key)
+        zero = value == 0
+        assert (np.signbit(got[key][zero]) == np.signbit(value[zero])).all(), key
 
 
 # device arrays -------------------------------------------------------------------------------
 
-@pytest.mark.parametrize("path", list(PATHS))
-def test_device_inputs_give_device_outputs(path):
+@pytest.mark.parametrize("backend", PATHS)
+def test_device_inputs_give_device_outputs(backend):
     cuda = _cuda()
-    prog = _program(ROOT / "examples" / "matrix.dd")
-    graph = autodiff.jacobian(prog.graph, "q")
-    kernel = _kernel(graph, "float64", PATHS[path])
-    rng = np.random.default_rng(8)
-    arrays = _draw(kernel, 5, rng, shared=("v",))
-    want = _want(graph, kernel, arrays, shared=("v",))
-    outs = kernel.run([cuda.to_device(a) for a in arrays], 5)
-    for name, out in zip(kernel.out_names, outs, strict=True):
-        assert cb.is_device_array(out) and not isinstance(out, np.ndarray)
-        assert tuple(out.shape) == (5, graph.outputs[name].size)
-        np.testing.assert_allclose(out.copy_to_host(), want[name].reshape(5, -1), rtol=1e-12)
-    # one input on the host: the results come back to the host
-    mixed = kernel.run([cuda.to_device(arrays[0]), arrays[1]], 5)
-    assert all(isinstance(out, np.ndarray) for out in mixed)
-    for name, out in zip(kernel.out_names, mixed, strict=True):
-        np.testing.assert_allclose(out, want[name].reshape(5, -1), rtol=1e-12)
-    # or as asked
-    assert all(isinstance(o, np.ndarray) for o in kernel.run(
-        [cuda.to_device(a) for a in arrays], 5, host=True))
-    assert all(cb.is_device_array(o) for o in kernel.run(arrays, 5, host=False))
+    prog = diffdsl.load(ROOT / "examples" / "matrix.dd")
+    inputs = draw_inputs(prog, (5,), seed=8, shared=("v",))
+    want = prog.jacobian(inputs, of="q", backend="numpy")
+    with path(backend) as name:
+        got = prog.jacobian({k: cuda.to_device(v) for k, v in inputs.items()}, of="q",
+                            backend=name)
+        for k, value in want.items():
+            assert cb.is_device_array(got[k]) and not isinstance(got[k], np.ndarray)
+            assert tuple(got[k].shape) == value.shape
+            np.testing.assert_allclose(got[k].copy_to_host(), value, rtol=1e-12)
+        # one input on the host: the results come back to the host
+        mixed = prog.jacobian({"A": cuda.to_device(inputs["A"]), "v": inputs["v"]}, of="q",
+                              backend=name)
+    for k, value in want.items():
+        assert isinstance(mixed[k], np.ndarray)
+        np.testing.assert_allclose(mixed[k], value, rtol=1e-12)
 
 
-def test_device_input_of_the_wrong_dtype_is_refused():
-    cuda = _cuda()
-    graph = autodiff.grad(_program(ROOT / "examples" / "det2.dd").graph)
-    kernel = _kernel(graph, "float64")
-    with pytest.raises(TypeError, match="float32"):
-        kernel.run([cuda.to_device(np.ones((2, 4), dtype=np.float32))], 2)
-
-
-def test_bad_shapes_and_counts_are_refused():
-    graph = autodiff.grad(_program(ROOT / "examples" / "det2.dd").graph)
-    kernel = _kernel(graph, "float64")
-    with pytest.raises(ValueError, match=r"\(3, 4\) or \(1, 4\)"):
-        kernel.run([np.ones((2, 4))], 3)
-    with pytest.raises(ValueError, match="expected 1 inputs"):
-        kernel.run([], 1)
-
-
-@pytest.mark.parametrize("path", list(PATHS))
-def test_no_rows(path):
-    graph = autodiff.grad(_program(ROOT / "examples" / "det3.dd").graph)
-    kernel = _kernel(graph, "float64", PATHS[path])
-    value, grad = kernel.run([np.zeros((0, 9))], 0)
-    assert value.shape == (0, 1) and grad.shape == (0, 9)
+@pytest.mark.parametrize("backend", PATHS)
+def test_no_rows(backend):
+    prog = diffdsl.load(ROOT / "examples" / "det3.dd")
+    with path(backend) as name:
+        value, grad = prog.value_and_grad(A=np.zeros((0, 3, 3)), backend=name)
+    assert np.shape(value) == (0,) and grad["A"].shape == (0, 3, 3)
 
 
 def test_tape_runs_big_batches_in_chunks(monkeypatch):
-    graph = autodiff.hessian(_program(ROOT / "examples" / "special.dd").graph, "h")
-    kernel = _kernel(graph, "float64", 0)
-    assert kernel.tape.n_slots < kernel.nodes  # slots are reused once values are dead
-    monkeypatch.setattr(cb, "SCRATCH_BYTES", kernel.tape.n_slots * 8 * 3)  # 3 rows a chunk
-    rng = np.random.default_rng(9)
-    arrays = _draw(kernel, 7, rng, shared=("y",))
-    _check(graph, kernel, arrays, 7, shared=("y",))
+    monkeypatch.setattr(cb, "SCRATCH_BYTES", 1)  # one row a chunk
+    compare_with_reference(ROOT / "examples" / "special.dd", "cuda-tape", "float64", (7,),
+                           seed=9, shared=("y",))
 
 
-def test_point_takes_the_cpu_layout():
-    graph = autodiff.grad(_program(ROOT / "examples" / "piecewise.dd").graph)
-    kernel = _kernel(graph, "float64").warm()
-    out = kernel.point(np.array([1.5, 0.5]))
-    want = reference.evaluate(graph, {"x": np.array([1.5]), "b": np.array([0.5])})
-    np.testing.assert_allclose(out, np.concatenate([want[n] for n in kernel.out_names]),
-                               rtol=1e-12)
+def test_device_tape_reuses_slots_of_dead_values():
+    """Slots are reused once a value is dead, and never before: the slot program run in Python
+    (each node read from and written to the slots the tape gives) gives the interpreter's
+    values."""
+    graph = autodiff.hessian(diffdsl.load(ROOT / "examples" / "special.dd").graph, "h")
+    device_tape = cuda_tape.DeviceTape(graph, np.float64)
+    assert device_tape.n_slots < len(graph.nodes) // 2
+    rng = np.random.default_rng(4)
+    inputs = {name: rng.uniform(0.5, 1.5, port.size) for name, port in graph.inputs.items()}
+    V = np.zeros(device_tape.n_slots)
+    for slots, name in zip(device_tape.in_slots, graph.inputs, strict=True):
+        V[slots] = inputs[name]
+    names = list(OPS)
+    for i, code in enumerate(device_tape.code):
+        op = names[code]
+        if op == "const":
+            V[device_tape.dest[i]] = device_tape.consts[i]
+        elif op != "input":
+            args = [V[device_tape.args[i, k]] for k in range(OPS[op].arity)]
+            V[device_tape.dest[i]] = FUNCTIONS[op](*args)
+    want = reference.evaluate(graph, inputs)
+    for slots, name in zip(device_tape.out_slots, graph.outputs, strict=True):
+        np.testing.assert_allclose(V[slots], want[name], rtol=1e-14, err_msg=name)
 
 
 # the forum cases -----------------------------------------------------------------------------
@@ -264,66 +174,74 @@ def _cofactors(A):
 
 
 @pytest.mark.parametrize("dtype", ["float64", "float32"])
-@pytest.mark.parametrize("path", list(PATHS))
+@pytest.mark.parametrize("backend", PATHS)
 @pytest.mark.parametrize("name", ["det2.dd", "det3.dd", "det3_forum.dd"])
-def test_det_gradients_are_the_cofactors(name, path, dtype):
-    prog = _program(ROOT / "examples" / name)
-    graph = autodiff.grad(prog.graph)
-    kernel = _kernel(graph, dtype, PATHS[path])
-    n = int(np.sqrt(kernel.in_sizes[0]))
+def test_det_gradients_are_the_cofactors(name, backend, dtype):
+    prog = diffdsl.load(ROOT / "examples" / name)
+    ((matrix, (n, _)),) = prog.inputs.items()
     A = np.random.default_rng(10).uniform(-1.0, 1.0, (5, n, n)).astype(dtype)
-    _, g = kernel.run([A.reshape(5, -1)], 5)
+    with path(backend) as engine_name:
+        g = prog.grad({matrix: A}, backend=engine_name, dtype=dtype)[matrix]
+    assert g.dtype == np.dtype(dtype)
     want = _cofactors(A.astype(np.float64))
     eps = np.finfo(dtype).eps
-    err = np.abs(g.reshape(5, n, n) - want).max()
+    err = np.abs(g - want).max()
     assert err <= 99 * eps * max(1.0, np.abs(want).max()), err
 
 
 @pytest.mark.parametrize("dtype", ["float64", "float32"])
-@pytest.mark.parametrize("path", list(PATHS))
-def test_forum_scalar_gradient_is_60(path, dtype):
+@pytest.mark.parametrize("backend", PATHS)
+def test_forum_scalar_gradient_is_60(backend, dtype):
     """y = 2*x + 3; z = y*y*3 at x = 1: dz/dx = 6*y*2 = 60 (and 84 at x = 2)."""
-    graph = autodiff.grad(_program(ROOT / "examples" / "forum_scalar.dd").graph)
-    kernel = _kernel(graph, dtype, PATHS[path])
-    z, g = kernel.run([np.array([[1.0]])], 1)
-    assert z[0, 0] == 75.0 and g[0, 0] == 60.0
-    z, g = kernel.run([np.array([[1.0], [2.0]])], 2)
-    assert g[:, 0].tolist() == [60.0, 84.0]
+    prog = diffdsl.load(ROOT / "examples" / "forum_scalar.dd")
+    with path(backend) as name:
+        z, g = prog.value_and_grad(x=np.array([[1.0]]), backend=name, dtype=dtype)
+        assert z == 75.0 and g["x"].tolist() == [[60.0]]
+        _, g = prog.value_and_grad(x=np.array([[[1.0]], [[2.0]]]), backend=name, dtype=dtype)
+    assert g["x"].reshape(-1).tolist() == [60.0, 84.0]
 
 
-# the generated module ------------------------------------------------------------------------
+# the generated modules -----------------------------------------------------------------------
 
-def test_module_imports_only_math_numpy_and_numba_cuda():
-    graph = _every_op_graph()
-    source = cb.module_source(graph, "float32", "K" * 64, "0.0")
-    assert source.startswith(f"# diffdsl cuda kernel for graph {'K' * 64}\n")
+def _imports(source: str) -> set:
     imported = set()
     for node in ast.walk(ast.parse(source)):
         if isinstance(node, ast.Import):
             imported |= {a.name for a in node.names}
         elif isinstance(node, ast.ImportFrom):
             imported |= {f"{node.module}.{a.name}" for a in node.names}
-    assert imported == {"math", "numpy", "numba.cuda"}
+    return imported
+
+
+def test_module_imports_only_math_numpy_and_numba_cuda():
+    graph = _every_op_graph()
+    source = cb.module_source(graph, "float32", "K" * 64, "0.0")
+    assert source.startswith(f"# diffdsl cuda kernel for graph {'K' * 64}\n")
+    assert _imports(source) == {"math", "numpy", "numba.cuda"}
     assert "np.cbrt" not in source and "np.sign" not in source  # no CUDA version of either
     assert "def body(x0, x1, x2, y0, r):" in source
     assert "def batch(x0, x1, x2, y0, rows):" in source
+    assert _imports(cuda_tape.source()) == {"math", "numba.cuda"}
+    assert _imports(tape.source()) == {"math", "numpy", "numba.njit", "numba.prange"}
 
 
-def test_module_from_a_file(tmp_path):
-    graph = autodiff.grad(_program(ROOT / "examples" / "rosenbrock.dd").graph)
-    path = tmp_path / "kernel.py"
-    path.write_text(cb.module_source(graph, "float64", graph.key(), "test"), encoding="utf-8")
-    name = f"diffdsl_cuda_file_{graph.key()[:24]}"
-    module = cb.import_file(name, path)
-    try:
-        assert sys.modules[name] is module
-        kernel = cb.Kernel(graph, "float64", module)
-        _check(graph, kernel, _draw(kernel, 3, np.random.default_rng(1)), 3)
-    finally:
-        sys.modules.pop(name, None)
+def test_kernels_are_modules_in_the_cache_folder(tmp_path, monkeypatch):
+    """The kernel is the cache entry's `kernel.py`, whose header names its key, imported under
+    that key (Numba keeps its machine code beside it)."""
+    monkeypatch.setenv("DIFFDSL_CACHE_DIR", str(tmp_path))
+    prog = diffdsl.compile("input x[2]\noutput f = (x[0] - 0.123) ** 2 * x[1]\n")
+    x = np.array([[0.5, 2.0], [1.5, -1.0]])
+    got = prog.grad(x=x, backend="cuda")["x"]
+    np.testing.assert_allclose(got, prog.grad(x=x, backend="numpy")["x"], rtol=1e-14)
+    (entry,) = tmp_path.rglob("kernel.py")
+    key = entry.parent.name  # the entry's key: graph, dtype, target and versions
+    assert entry.read_text().startswith(f"# diffdsl cuda kernel for graph {key}\n")
+    assert f"{len(prog.derivative('grad').nodes)} nodes" in entry.read_text()
+    assert sys.modules[f"diffdsl_cuda_kernel_{key[:32]}"].__file__ == str(entry)
 
 
 def test_import_needs_no_numba_cuda():
+
     """`available()` is False, not an exception, where numba.cuda cannot be imported."""
     code = ("import sys; sys.modules['numba.cuda'] = None\n"
             "import diffdsl.backends.cuda as c\n"
@@ -354,26 +272,27 @@ PTX_SCRIPT = textwrap.dedent("""
     from test_cuda import _every_op_graph
     import diffdsl
     from diffdsl import autodiff
-    from diffdsl.backends import cuda as cb, cuda_tape as ct
+    from diffdsl.backends import cuda as cb, cuda_tape as ct, emit
 
     det = diffdsl.compile(open(sys.argv[2]).read(), backend="numpy").graph
     ptxs = []
     for graph in (_every_op_graph(), autodiff.hessian(det)):
         for dtype in ("float64", "float32"):
-            module = cb.module_in_memory("m" + graph.key()[:16] + dtype,
-                                         cb.module_source(graph, dtype, "K", "test"))
+            module = emit.module_in_memory("m" + graph.key()[:16] + dtype,
+                                           cb.module_source(graph, dtype, "K", "test"))
             array = types.Array(getattr(types, dtype), 2, "C")
             sig = (array,) * (len(graph.inputs) + len(graph.outputs)) + (types.int64,)
             ptxs.append(cuda.compile_ptx(module.batch.py_func, sig, cc=(8, 0))[0])
     i1, i2 = types.Array(types.int32, 1, "C"), types.Array(types.int32, 2, "C")
+    interpreter = emit.module_in_memory("tape", ct.source())
     for t in (types.float64, types.float32):
         a2, a1 = types.Array(t, 2, "C"), types.Array(t, 1, "C")
-        ct.kernels(cb._cuda(), cb._math)  # binds the kernels' `cuda` and `math`
-        sigs = ((ct._tape_run, (i1, i2, i1, a1, a2, types.int64, t, t)),
-                (ct._tape_load, (types.Array(t, 2, "A"), a2, i1, types.int64, types.int64)),
-                (ct._tape_store, (a2, a2, i1, types.int64, types.int64)))
+        sigs = ((interpreter.tape_run, (i1, i2, i1, a1, a2, types.int64, t, t)),
+                (interpreter.tape_load, (types.Array(t, 2, "A"), a2, i1, types.int64,
+                                         types.int64)),
+                (interpreter.tape_store, (a2, a2, i1, types.int64, types.int64)))
         for fn, sig in sigs:
-            ptxs.append(cuda.compile_ptx(fn, sig, cc=(8, 0))[0])
+            ptxs.append(cuda.compile_ptx(fn.py_func, sig, cc=(8, 0))[0])
     ptxas = shutil.which("ptxas")
     if ptxas:
         with tempfile.TemporaryDirectory() as d:
@@ -400,26 +319,6 @@ def test_generated_code_compiles_for_a_real_gpu(tmp_path):
 
 
 # Through the API and the command line ------------------------------------------------------
-
-EXAMPLE_FILES = sorted((ROOT / "examples").glob("*.dd"))
-
-
-@pytest.mark.parametrize("dtype", ["float64", "float32"])
-@pytest.mark.parametrize("path", EXAMPLE_FILES, ids=lambda p: p.name)
-def test_api_cuda_equals_cpu(path, dtype):
-    gpu = diffdsl.load(path, backend="cuda", dtype=dtype)
-    cpu = diffdsl.load(path, backend="cpu", dtype=dtype)
-    rng = np.random.default_rng(8)
-    tol = 1e-12 if dtype == "float64" else 2e-5
-    for batch in ((), (3,)):
-        inputs = {n: rng.uniform(0.5, 1.5, batch + s) for n, s in gpu.inputs.items()}
-        for of in gpu.outputs:
-            want = cpu.jacobian(inputs, of=of)
-            got = gpu.jacobian(inputs, of=of)
-            for k in want:
-                assert np.asarray(got[k]).dtype == np.dtype(dtype)
-                np.testing.assert_allclose(got[k], want[k], rtol=tol, atol=tol)
-
 
 def test_api_device_inputs_stay_on_the_device(monkeypatch):
     from numba import cuda

@@ -42,7 +42,7 @@ def test_check_passes_on_every_example(path, capsys):
 
 def test_check_finds_a_planted_bug(monkeypatch, capsys, tmp_path):
     wrong = dataclasses.replace(ops.OPS["sin"],
-                                vjp=lambda g, a, out, ct: (g.mul(ct, out),))  # sin' = sin?
+                                pullback=lambda g, a, out, ct: (g.mul(ct, out),))  # sin' = sin?
     monkeypatch.setitem(ops.OPS, "sin", wrong)
     src = tmp_path / "s.dd"
     src.write_text("input x[2]\noutput y = sin(x[0]) * x[1]\n")

@@ -65,13 +65,6 @@ def test_every_op_matches_the_interpreter_on_special_values(name, dtype, tape, m
     assert (np.signbit(got[exact]) == np.signbit(want[exact])).all()  # -0.0 stays -0.0
 
 
-@pytest.mark.parametrize("module", ["tape", "cuda_tape"])
-def test_every_op_has_a_branch_in_the_interpreters(module):
-    source = (ROOT / "diffdsl" / "backends" / f"{module}.py").read_text()
-    for name in OPS:
-        assert f"op == Op.{name.upper()}:" in source, name
-
-
 @pytest.mark.parametrize("name", ["floor", "ceil", "sign", "cbrt", "abs", "not"])
 @pytest.mark.parametrize("tape", [False, True], ids=["module", "tape"])
 def test_cuda_spellings_on_special_values(name, tape, monkeypatch):

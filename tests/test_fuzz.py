@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import warnings
 
+import numpy as np
 import pytest
 from fuzzing import Outcome, check, programs
 from hypothesis import HealthCheck, given, settings
@@ -46,3 +47,28 @@ def test_the_checker_finds_a_wrong_derivative(monkeypatch):
     monkeypatch.setattr(diffdsl.Program, "jacobian", wrong)
     outcome = check("input x\noutput y = x * x\n", 0)
     assert outcome == Outcome("disagreement", outcome.detail) and "forward" in outcome.detail
+
+
+def test_an_infinite_partial_is_no_disagreement():
+    """cbrt'(0) is infinite: reverse mode says -inf, forward mode NaN (inf times the other
+    inputs' zero tangents). Both say the derivative does not exist (found by the long run)."""
+    source = ("input x\ninput A[2, 2]\ninput v[2]\n"
+              "output y = trace(inv(eye(2) * 3 + cbrt((A @ eye(2))) * 0.1))\n")
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        assert check(source, 6).kind == "evaluated"
+
+
+def test_the_checker_finds_a_nan_where_the_other_mode_is_finite(monkeypatch):
+    import diffdsl
+    real = diffdsl.Program.jacobian
+
+    def broken(self, *args, **kwargs):
+        jac = real(self, *args, **kwargs)
+        if kwargs.get("mode") == "forward":
+            jac = {name: np.full_like(value, np.nan) for name, value in jac.items()}
+        return jac
+
+    monkeypatch.setattr(diffdsl.Program, "jacobian", broken)
+    outcome = check("input x\noutput y = x * x\n", 0)
+    assert outcome.kind == "disagreement" and "forward" in outcome.detail

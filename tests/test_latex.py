@@ -8,7 +8,7 @@ import re
 import sympy as sp
 
 import diffdsl
-from diffdsl import symbolic
+from diffdsl import oracle
 
 x = sp.Symbol("x", real=True)
 v = sp.IndexedBase("v", real=True)
@@ -70,5 +70,5 @@ def test_formulas_too_big_to_show_fall_back_to_plain_text(monkeypatch):
     prog = diffdsl.load("examples/det3.dd")
     grads = prog.symbolic_grad()
     assert _well_formed(grads._repr_latex_())
-    monkeypatch.setattr(symbolic.Derivatives, "LATEX_TERMS", 10)
+    monkeypatch.setattr(oracle.Derivatives, "LATEX_TERMS", 10)
     assert grads._repr_latex_() is None  # Jupyter then shows the dict's text

@@ -31,19 +31,32 @@ LAYERS = {
     "version": 0,
     "limits": 0.5,  # reads the environment; raises errors' LimitError
     "progress": 0.5,  # bars on stderr (tqdm when installed)
+    "special": 0.75,  # libm's lgamma, digamma as a graph: for the op table
+    "cache": 1,  # content-addressed kernels on disk: backends keep generated modules there
+    "datafiles": 0.5,  # .npy and Zarr arrays read and written in pieces of rows
     "syntax": 1,
     "ops": 1,
+    "rewrites": 1,  # the builder's identities, beside the op table
+    "ufuncs": 1.5,  # each op as a NumPy function, from its row
     "parse": 2,
     "ir": 2,
+    "static": 2.25,  # builtins of static numbers, folded through the rows
     "values": 2.5,
     "builtins": 2.75,
-    "lower": 3,
+    "lower": 3.2,  # lowers while loops and derivatives inside programs through the two below
+    "while_loop": 3.1,
+    "inner_derivs": 3.1,  # grad(e, x) inside a program: autodiff's sweeps in the builder
     "autodiff": 3,
     "passes/*": 3,
     "passes/__init__": 3.5,
+    "sympy_atoms": 3,  # constants and input symbols as SymPy
+    "sympy_ops": 3,  # each op as SymPy, from its row
     "symbolic": 3.5,  # exports the derivative graphs autodiff makes
+    "oracle": 3.75,  # SymPy's derivatives of an exported program beside ours
     "dot": 3,
     "backends/emit": 3,
+    "backends/numba_text": 3,  # Numba's text of the rows: expressions, tape dispatch
+    "backends/cudasim": 3,  # IEEE math for the CUDA simulator
     "backends/llvm": 3,  # the LLVM IR emitter: text from a graph
     "backends/native": 3,  # llvmlite: object code from text, loaded into the JIT
     "backends/numpy": 4,
@@ -53,16 +66,17 @@ LAYERS = {
     "backends/tape": 4,
     "backends/__init__": 4.5,
     "inputs": 4.5,  # checks values against a graph's inputs, for every backend
-    "cache": 4.75,  # kernels on disk, below the engine that uses them
     "engine": 5,
     "plans": 5,  # graphs on disk by source text
     "domains": 3,  # where check draws points: intervals read from a graph
     "report": 4.9,  # check's report printed for people
     "check": 5,  # uses symbolic, autodiff and the numpy interpreter
     "objective": 5.5,  # a program as a function of a flat vector (duck-typed Program)
+    "chunked": 5.5,  # Dask arrays: a kernel call per chunk (duck-typed Program)
     "api": 6,
     "cli": 7,
     "cli_examples": 7,
+    "cli_files": 7,  # chunked .npy and Zarr files for the command line
     "__main__": 7,
     "__init__": 7,
 }
@@ -72,6 +86,7 @@ LAYERS = {
 ALLOWED_SAME_LAYER = {
     ("__main__", "cli"),
     ("cli", "cli_examples"),
+    ("cli", "cli_files"),
     ("backends/cpu", "backends/tape"),
     ("backends/cuda", "backends/tape"),
     ("backends/cuda", "backends/cuda_tape"),

@@ -22,7 +22,7 @@ from diffdsl.ops import UNARY_BUILTINS
 
 INTEGER_VALUED = {"min", "max", "abs", "sign", "floor", "ceil", "pow"}
 BINARY = {"atan2": "(3, 2)", "hypot": "(3, 4)", "pow": "(3, 2)", "min": "(3, 2)",
-          "max": "(3, 2)"}
+          "max": "(3, 2)", "logaddexp": "(3, 2)"}
 
 
 def as_range_bound(expr: str) -> str:

@@ -87,7 +87,10 @@ def _build(graph: Graph, dtype: str) -> tuple[bytes, int]:
 class Kernel:
     """Machine code of one graph in one dtype (or its tape, for huge graphs)."""
 
-    def __init__(self, graph: Graph, dtype, obj: bytes | None = None, slots: int | None = None):
+    def __init__(self, graph: Graph, dtype, obj: bytes | None = None, slots: int | None = None,
+                 cache: bool = True):
+        """`obj` and `slots`: object code and scratch from the cache, else compiled here;
+        `cache=False` keeps the tape's interpreter off the disk."""
         self.dtype = np.dtype(dtype)
         self.nodes = len(graph.nodes)
         self.n_in = len(graph.inputs)
@@ -99,6 +102,7 @@ class Kernel:
         if uses_tape(graph):
             from . import tape
             self.tape = tape.Tape(graph, self.dtype)
+            self._interpreter = tape.interpreter(cache)
             return
         if obj is None:
             obj, slots = _build(graph, self.dtype.name)
@@ -186,7 +190,6 @@ class Kernel:
         count()
 
     def _run_tape(self, inputs, strides, outputs, rows) -> None:
-        from . import tape
         t = self.tape
         # The tape reads one concatenated row layout; build it once.
         X = np.empty((rows, sum(self.in_sizes)), dtype=self.dtype)
@@ -197,8 +200,9 @@ class Kernel:
         out = np.empty((rows, t.n_out), dtype=self.dtype)
         for begin, end in _chunks(rows, self.nodes):
             parallel = end - begin > 1 and (end - begin) * self.nodes >= PARALLEL_WORK
-            (tape.batch if parallel else tape.batch_serial)(
-                t.code, t.args, t.consts, t.outputs, X[begin:end], out[begin:end])
+            run = self._interpreter.batch if parallel else self._interpreter.batch_serial
+            run(t.code, t.args, t.consts, t.outputs, X[begin:end], out[begin:end],
+                self.dtype.type(1), self.dtype.type(0))
         offset = 0
         for o in outputs:
             width = o.size // max(rows, 1)

@@ -14,7 +14,7 @@ Numba device arrays, CuPy, PyTorch CUDA tensors) are used where they lie, withou
 module imports without a GPU, without the CUDA toolkit and without numba-cuda. Under Numba's
 CUDA simulator (`NUMBA_ENABLE_CUDASIM=1`) kernels run as Python, where `math.sqrt(-1.0)` raises
 instead of giving NaN; there the `math` that the kernels see is swapped for IEEE versions
-(`_SimMath`), so the simulator gives the values a GPU gives.
+(`cudasim.SIM_MATH`), so the simulator gives the values a GPU gives.
 """
 
 from __future__ import annotations
@@ -26,9 +26,9 @@ import warnings
 
 import numpy as np
 
-from ..ir import Graph
-from ..ops import OPS
-from . import cuda_tape, emit
+from ..ir import Graph, verify
+from . import cuda_tape, numba_text
+from .cudasim import SIM_MATH
 
 # Graphs with more nodes than this run on the tape. Straight-line device code compiles in time
 # that grows with the node count; measured for det gradients through Numba, NVVM and ptxas
@@ -44,7 +44,6 @@ THREADS_PER_BLOCK = 128
 SCRATCH_BYTES = 256 * 2**20
 
 _CUDA = None  # numba.cuda once imported; False when it cannot be
-_math = math  # the `math` the tape kernels use: IEEE versions under the simulator
 
 
 # ---------------------------------------------------------------------------------------------
@@ -53,7 +52,7 @@ _math = math  # the `math` the tape kernels use: IEEE versions under the simulat
 
 def _cuda():
     """`numba.cuda` (the built-in one or numba-cuda's), imported on first use."""
-    global _CUDA, _math
+    global _CUDA
     if _CUDA is None:
         try:
             from numba import cuda as module
@@ -61,7 +60,6 @@ def _cuda():
             _CUDA = False
             raise ImportError(f"numba.cuda cannot be imported: {exc}") from exc
         _CUDA = module
-        _math = _SIM_MATH if _is_simulator(module) else math
     if _CUDA is False:
         raise ImportError("numba.cuda cannot be imported")
     return _CUDA
@@ -114,23 +112,11 @@ N_OUT = {n_out}
 
 @cuda.jit(device=True, cache=True)
 def dd_cbrt(x):
-    return cuda.cbrt(x)  # libdevice's (the simulator's is replaced on import: x ** (1/3))
+    return cuda.cbrt(x)  # libdevice's (the simulator's is replaced on import)
 
 
 @cuda.jit(device=True, cache=True)
-def dd_round(x, up):
-    # floor (up=False) and ceil as floats: Numba's math.floor gives an integer, wrong for
-    # nan, inf and beyond 2**63. Values from 2**52 on are integers already; the sign is the
-    # argument's, so floor(-0.0) and ceil(-0.5) are -0.0, as in NumPy.
-    if not abs(x) < T(4503599627370496.0):
-        return x
-    t = T(int(x))
-    if up and t < x:
-        t += T(1.0)
-    elif not up and t > x:
-        t -= T(1.0)
-    return math.copysign(t, x)
-
+{round}
 
 @cuda.jit(device=True, cache=True)
 def body({params}r):
@@ -144,34 +130,14 @@ def batch({params}rows):
         body({params}r)
 """
 
-# Spellings for CUDA where the op table's Numba one does not compile there (np.cbrt, np.sign),
-# gives an integer (math.floor) or a float64 in a float32 kernel (the 1.0/0.0 of comparisons
-# and logic).
-_ONE, _ZERO = "T(1.0)", "T(0.0)"
-CUDA_TEMPLATES = {
-    "cbrt": "dd_cbrt({0})",  # libdevice's cbrt: x ** (1/3) is 60 ulps off at 1e300
-    "sign": f"({_ONE} if {{0}} > 0 else (-{_ONE} if {{0}} < 0 else {{0}} + {_ZERO}))",
-    "floor": "dd_round({0}, False)",
-    "ceil": "dd_round({0}, True)",
-    "not": f"({_ONE} if {{0}} == 0 else {_ZERO})",
-    "and": f"({_ONE} if ({{0}} != 0 and {{1}} != 0) else {_ZERO})",
-    "or": f"({_ONE} if ({{0}} != 0 or {{1}} != 0) else {_ZERO})",
-}
-for _name, _sym in (("lt", "<"), ("le", "<="), ("gt", ">"), ("ge", ">="), ("eq", "=="),
-                    ("ne", "!=")):
-    CUDA_TEMPLATES[_name] = f"({_ONE} if {{0}} {_sym} {{1}} else {_ZERO})"
-
-
-def template(op: str) -> str:
-    return CUDA_TEMPLATES.get(op, OPS[op].nb)
-
 
 def module_source(graph: Graph, dtype: str, key: str, version: str) -> str:
     """The module text: `body(x0.., y0.., r)` for one row and the kernel `batch(x0.., y0.., rows)`.
 
     `xK` is the K-th input (graph order) as a (rows or 1, size) array, `yK` the K-th output as
-    (rows, size); the header names them.
+    (rows, size); the header names them. A malformed graph is refused here (`ir.verify`).
     """
+    verify(graph)
     n_in, n_out = len(graph.inputs), len(graph.outputs)
     names = [f"x{k}" for k in range(n_in)] + [f"y{k}" for k in range(n_out)]
     params = "".join(f"{name}, " for name in names)
@@ -182,6 +148,7 @@ def module_source(graph: Graph, dtype: str, key: str, version: str) -> str:
     lines = body_lines(graph)
     return TEMPLATE.format(key=key, dtype=dtype, nodes=len(graph.nodes), version=version,
                            ports="\n".join(ports), n_in=n_in, n_out=n_out, params=params,
+                           round=numba_text.ROUND.format(integer="T(int(x))"),
                            body="\n".join("    " + line for line in lines))
 
 
@@ -199,7 +166,8 @@ def body_lines(graph: Graph) -> list[str]:
         elif node.op == "const":
             lines.append(f"v{i} = {literal(node.attr)}")
         else:
-            lines.append(f"v{i} = " + template(node.op).format(*(f"v{a}" for a in node.args)))
+            operands = [f"v{a}" for a in node.args]
+            lines.append(f"v{i} = " + numba_text.expression(node.op, operands, "T(1.0)", "T(0.0)"))
     for k, port in enumerate(graph.outputs.values()):
         for j, i in enumerate(port.ids):
             lines.append(f"y{k}[r, {j}] = v{i}")
@@ -217,21 +185,11 @@ def literal(x: float) -> str:
     return f"T({float(x)!r})"
 
 
-def import_file(name: str, path) -> types.ModuleType:
-    """Import a generated module from its file (Numba caches what it can)."""
-    return _adapt(emit.import_file(name, path))
-
-
-def module_in_memory(name: str, source: str) -> types.ModuleType:
-    """The same module without a file: compiled in this process only, never cached."""
-    return _adapt(emit.module_in_memory(name, source))
-
-
 def _adapt(module: types.ModuleType) -> types.ModuleType:
     """Under the simulator, give the module's kernels IEEE `math` (NaN, not ValueError)."""
     if simulated():
-        module.__dict__["math"] = _SIM_MATH
-        module.__dict__["dd_cbrt"] = _SIM_MATH.cbrt  # the simulator's cuda.cbrt fails for x < 0
+        module.__dict__["math"] = SIM_MATH
+        module.__dict__["dd_cbrt"] = SIM_MATH.cbrt  # the simulator's cuda.cbrt fails for x < 0
     return module
 
 
@@ -263,10 +221,12 @@ class Kernel:
     """Compiled evaluation of one graph in one dtype on the GPU.
 
     `Kernel(graph, dtype, module=None)`: `module` is the imported `module_source` text; None
-    runs the graph on the device tape. `run(inputs, rows)` evaluates rows; see there.
+    runs the graph on the device tape, whose interpreter `cache=False` keeps off the disk.
+    `run(inputs, rows)` evaluates rows; see there.
     """
 
-    def __init__(self, graph: Graph, dtype, module=None):
+    def __init__(self, graph: Graph, dtype, module=None, cache: bool = True):
+        self.cache = cache
         self.dtype = np.dtype(dtype)
         self.nodes = len(graph.nodes)
         self.in_names = list(graph.inputs)
@@ -332,7 +292,7 @@ class Kernel:
         return a if on_device else c.to_device(a)
 
     def _run_tape(self, c, arrays, outs, rows):
-        run, load, store = cuda_tape.kernels(_cuda(), _math)
+        run, load, store = cuda_tape.kernels(self.cache, _adapt)
         tape = self.tape
         d = tape.device_arrays(c)
         per_row = tape.n_slots * self.dtype.itemsize
@@ -349,17 +309,6 @@ class Kernel:
             for Y, slots in zip(outs, d["out"], strict=True):
                 store[grid, tpb](V, Y, slots, start, count)
 
-    def point(self, x: np.ndarray) -> np.ndarray:
-        """One row given in the CPU kernels' concatenated layout (n_in,) -> (n_out,), on host."""
-        x = np.asarray(x, dtype=self.dtype).reshape(-1)
-        parts, offset = [], 0
-        for size in self.in_sizes:
-            parts.append(x[offset:offset + size].reshape(1, size))
-            offset += size
-        outs = self.run(parts, 1, host=True)
-        return np.concatenate([o.reshape(-1) for o in outs]) if outs else \
-            np.empty(0, dtype=self.dtype)
-
     def warm(self) -> Kernel:
         """Compile (or load from Numba's cache) now, with a one-row launch."""
         self.run([np.zeros((1, size), dtype=self.dtype) for size in self.in_sizes], 1,
@@ -368,7 +317,7 @@ class Kernel:
 
     def compiled_now(self) -> int:
         """How many kernels Numba compiled (not loaded from its cache); 0 where it can't say."""
-        fns = list(cuda_tape._TAPE_KERNELS or ()) if self.tape is not None else \
+        fns = cuda_tape.kernels(self.cache, _adapt) if self.tape is not None else \
             [self.module.body, self.module.batch]
         total = 0
         for fn in fns:
@@ -378,10 +327,6 @@ class Kernel:
                 total += sum(misses.values())
         return total
 
-
-# ---------------------------------------------------------------------------------------------
-# IEEE math for the simulator
-# ---------------------------------------------------------------------------------------------
 
 @contextlib.contextmanager
 def _quiet():
@@ -396,37 +341,3 @@ def _quiet():
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", RuntimeWarning)
         yield
-
-
-def _ieee(ufunc):
-    def fn(*xs):
-        with np.errstate(all="ignore"):
-            return ufunc(*xs)
-    fn.__name__ = ufunc.__name__
-    return fn
-
-
-def _sim_erf(x):
-    return np.asarray(x).dtype.type(math.erf(x))
-
-
-def _sim_lgamma(x):
-    from ..ops import py_lgamma  # +inf at the poles, where Python's math.lgamma raises
-    return np.asarray(x).dtype.type(py_lgamma(float(x)))
-
-
-class _SimMath(types.SimpleNamespace):
-    """`math` as a GPU computes it: NaN or infinity where Python's math raises, and results of
-    the arguments' NumPy type (float32 stays float32)."""
-
-
-_SIM_MATH = _SimMath(
-    pi=math.pi, e=math.e, inf=math.inf, nan=math.nan, erf=_sim_erf, lgamma=_sim_lgamma,
-    exp=_ieee(np.exp), log=_ieee(np.log), log1p=_ieee(np.log1p), expm1=_ieee(np.expm1),
-    log2=_ieee(np.log2), log10=_ieee(np.log10), sqrt=_ieee(np.sqrt), sin=_ieee(np.sin),
-    cos=_ieee(np.cos), tan=_ieee(np.tan), asin=_ieee(np.arcsin), acos=_ieee(np.arccos),
-    atan=_ieee(np.arctan), sinh=_ieee(np.sinh), cosh=_ieee(np.cosh), tanh=_ieee(np.tanh),
-    asinh=_ieee(np.arcsinh), acosh=_ieee(np.arccosh), atanh=_ieee(np.arctanh),
-    floor=_ieee(np.floor), ceil=_ieee(np.ceil), atan2=_ieee(np.arctan2), cbrt=_ieee(np.cbrt),
-    hypot=_ieee(np.hypot), copysign=_ieee(np.copysign), fabs=_ieee(np.fabs),
-)

@@ -1,10 +1,11 @@
-"""Import a generated Python module of kernels (the CUDA backend's; the CPU's kernels are LLVM
-IR, backends/llvm.py): from its file in the cache, so Numba's `cache=True` keeps its machine
-code, or from text in memory.
+"""Generated Python modules of kernels (the CUDA backend's, and the tape interpreters; the CPU's
+kernels are LLVM IR, backends/llvm.py): imported from their file in the kernel cache, so
+Numba's `cache=True` keeps their machine code beside it, or built from text in memory.
 """
 
 from __future__ import annotations
 
+import hashlib
 import importlib.util
 import sys
 import types
@@ -29,3 +30,46 @@ def module_in_memory(name: str, source: str) -> types.ModuleType:
     exec(compile(source.replace("cache=True", "cache=False"), f"<{name}>", "exec"),
          module.__dict__)
     return module
+
+
+def load_module(name: str, source: str, key: str | None, use=lambda module: module):
+    """`use(module)` of the generated module `source`, imported as `name`.
+
+    With a `key`, the module is the kernel cache's entry `key` (written if absent or damaged),
+    and `use` runs on it there, so a first call that loads Numba's machine code does too: if
+    anything fails, the entry is dropped and the module built in memory (the next process
+    writes it afresh). With `key` None, or a cache folder that cannot be written (a warning
+    says so once), the module is built in memory.
+    """
+    found = sys.modules.get(name)
+    if found is not None:
+        return use(found)
+    if key is not None:
+        from ..cache import CacheUnavailable, KernelCache, warn_in_memory
+        try:
+            return use(import_file(name, KernelCache().module_path(key, source)))
+        except CacheUnavailable as exc:
+            warn_in_memory(str(exc))
+        except Exception:
+            # Numba's files of the entry damaged while this run used them.
+            sys.modules.pop(name, None)
+            KernelCache().drop(key)
+    return use(module_in_memory(name, source))
+
+
+_interpreters: dict = {}  # (sha256 of the text, cache) -> module
+
+
+def interpreter(kind: str, source: str, cache: bool) -> types.ModuleType:
+    """A generated interpreter (the tapes'), made once per process: kept in the kernel cache,
+    under the hash of its text, unless `cache` is False."""
+    digest = hashlib.sha256(source.encode()).hexdigest()
+    found = _interpreters.get((digest, cache))
+    if found is None:
+        key = None
+        if cache:
+            from ..cache import kernel_key
+            key = kernel_key(digest, kind, "any")
+        found = load_module(f"diffdsl_{kind}_{digest[:24]}", source, key)
+        _interpreters[(digest, cache)] = found
+    return found

@@ -33,7 +33,7 @@ import struct
 
 import numpy as np
 
-from ..ir import Graph
+from ..ir import Graph, verify
 from ..ops import OPS
 
 SEGMENT = 250  # nodes per segment: compile time per node grows with it (README)
@@ -56,7 +56,8 @@ def literal(x: float, dtype: str) -> str:
 
 def emit(graph: Graph, dtype: str, data_offset: int, header: str = "") -> tuple[str, int]:
     """The module's text (`header` goes in a comment on its first line) and the number of
-    scratch elements an evaluation needs."""
+    scratch elements an evaluation needs. A malformed graph is refused here (`ir.verify`)."""
+    verify(graph)
     t = TYPES[dtype][0]
     plan = _Layout(graph)
     lines = [f"; diffdsl kernel {header}".rstrip(),

@@ -1,36 +1,12 @@
-"""The reference interpreter: evaluates a graph with NumPy, each node over all batch rows."""
+"""The reference interpreter: evaluates a graph with NumPy, each node over all batch rows, with
+the functions the op table's rows spell (`ufuncs.FUNCTIONS`)."""
 
 from __future__ import annotations
 
-import math
-
 import numpy as np
 
-from ..ir import Graph
-from ..ops import OPS, py_lgamma
-
-_erf = np.frompyfunc(math.erf, 1, 1)
-
-
-def _erf_array(x):
-    return np.asarray(_erf(x), dtype=np.asarray(x).dtype)
-
-
-def _lgamma_array(x):
-    """libm's lgamma (as the compiled code calls it) over an array, of its dtype."""
-    arr = np.asarray(x)
-    out = np.vectorize(py_lgamma, otypes=[np.float64])(arr.astype(np.float64))
-    return out.astype(arr.dtype) if arr.dtype.kind == "f" else out
-
-
-# The names the table's NumPy spellings use, and one compiled lambda per op made from them.
-NAMESPACE = {"np": np, "_erf": _erf_array, "_lgamma": _lgamma_array}
-_FUNCS = {}
-for _name, _row in OPS.items():
-    if _row.arity:
-        _args = ", ".join(f"a{k}" for k in range(_row.arity))
-        _body = _row.np.format(*(f"a{k}" for k in range(_row.arity)))
-        _FUNCS[_name] = eval(f"lambda {_args}: {_body}", dict(NAMESPACE))
+from ..ir import Graph, verify, verifying
+from ..ufuncs import FUNCTIONS
 
 
 def evaluate(graph: Graph, inputs: dict[str, np.ndarray], dtype=np.float64) -> dict:
@@ -38,8 +14,11 @@ def evaluate(graph: Graph, inputs: dict[str, np.ndarray], dtype=np.float64) -> d
 
     `inputs[name]` is an array of shape (rows, size) for a batched input, or (size,) for one
     shared by all rows. Returns `{output: array (rows, size)}` when any input is batched, else
-    `{output: array (size,)}`.
+    `{output: array (size,)}`. The graph is verified first under `DIFFDSL_VERIFY=1` only:
+    evaluation is the hot path of this backend.
     """
+    if verifying():
+        verify(graph)
     dtype = np.dtype(dtype)
     rows = None
     for value in inputs.values():
@@ -57,7 +36,7 @@ def evaluate(graph: Graph, inputs: dict[str, np.ndarray], dtype=np.float64) -> d
             if node.op == "const":
                 values[i] = dtype.type(node.attr)
                 continue
-            result = _FUNCS[node.op](*(values[a] for a in node.args))
+            result = FUNCTIONS[node.op](*(values[a] for a in node.args))
             # Keep float32 programs in float32: np.where and friends return float64.
             if getattr(result, "dtype", dtype) != dtype:
                 result = result.astype(dtype)
