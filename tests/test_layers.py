@@ -33,6 +33,7 @@ LAYERS = {
     "progress": 0.5,  # bars on stderr (tqdm when installed)
     "syntax": 1,
     "ops": 1,
+    "colouring": 1,  # graph colouring and recovery on CSR index arrays (numpy only)
     "parse": 2,
     "ir": 2,
     "values": 2.5,
@@ -41,6 +42,7 @@ LAYERS = {
     "autodiff": 3,
     "passes/*": 3,
     "passes/__init__": 3.5,
+    "sparsity": 3.25,  # patterns from the graph, compressed derivative graphs (autodiff)
     "symbolic": 3.5,  # exports the derivative graphs autodiff makes
     "dot": 3,
     "backends/emit": 3,
@@ -58,6 +60,7 @@ LAYERS = {
     "plans": 5,  # graphs on disk by source text
     "check": 5,  # uses symbolic, autodiff and the numpy interpreter
     "objective": 5.5,  # a program as a function of a flat vector (duck-typed Program)
+    "sparse": 5.5,  # sparse Jacobians and Hessians of a (duck-typed) Program, by colouring
     "api": 6,
     "cli": 7,
     "cli_examples": 7,
