@@ -135,6 +135,7 @@ def value_and(prog, kind: str, inputs: dict, *, of=None, wrt=None, mode: str = "
 
 def _nest(items: list, batch: tuple) -> list:
     """A flat list in row-major order as nested lists of the batch's shape (`tolist` style)."""
-    for size in reversed(batch[1:]):
-        items = [items[k:k + size] for k in range(0, len(items), size)]
-    return items
+    holder = np.empty(len(items), dtype=object)
+    for k, item in enumerate(items):  # one by one: NumPy would look inside a sequence
+        holder[k] = item
+    return holder.reshape(batch).tolist()
