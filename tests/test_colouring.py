@@ -84,28 +84,23 @@ def assert_star(mask: np.ndarray, colours: np.ndarray) -> None:
 
 
 # properties ------------------------------------------------------------------------------
+@pytest.mark.parametrize("side", ["columns", "rows"])
 @settings(max_examples=150, deadline=None)
-@given(masks(), st.integers(0, 2**32 - 1))
-def test_column_colouring_is_valid_and_recovers_every_entry(mask, seed):
+@given(mask=masks(), seed=st.integers(0, 2**32 - 1))
+def test_jacobian_colourings_are_valid_and_recover_every_entry(side, mask, seed):
+    """Columns: J S (forward sweeps); rows: Sᵀ J (reverse sweeps)."""
     p = pattern_of(mask)
-    colours = column_colouring(p)
-    assert_columns_apart(mask, colours)
     J = values_on(mask, seed)
-    compressed = (J @ seed_matrix(colours)).T  # [colour, row]
+    if side == "columns":
+        colours = column_colouring(p)
+        assert_columns_apart(mask, colours)
+        got = recover_columns(p, colours, (J @ seed_matrix(colours)).T)  # [colour, row]
+    else:
+        colours = row_colouring(p)
+        assert_columns_apart(mask.T, colours)
+        got = recover_rows(p, colours, seed_matrix(colours).T @ J)  # [colour, column]
     rows, cols = np.nonzero(mask)
-    assert np.array_equal(recover_columns(p, colours, compressed), J[rows, cols])
-
-
-@settings(max_examples=150, deadline=None)
-@given(masks(), st.integers(0, 2**32 - 1))
-def test_row_colouring_is_valid_and_recovers_every_entry(mask, seed):
-    p = pattern_of(mask)
-    colours = row_colouring(p)
-    assert_columns_apart(mask.T, colours)
-    J = values_on(mask, seed)
-    compressed = seed_matrix(colours).T @ J  # [colour, column]
-    rows, cols = np.nonzero(mask)
-    assert np.array_equal(recover_rows(p, colours, compressed), J[rows, cols])
+    assert np.array_equal(got, J[rows, cols])
 
 
 @settings(max_examples=200, deadline=None)
