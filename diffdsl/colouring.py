@@ -154,23 +154,29 @@ def groups(colours: np.ndarray) -> list[np.ndarray]:
     return [order[bounds[c]:bounds[c + 1]] for c in range(count)]
 
 
-def recover_columns(pattern: Pattern, colours: np.ndarray, compressed: np.ndarray):
-    """The entries of J (in pattern order) from `compressed[..., c, i]` = (J S)[i, c]."""
-    return compressed[..., colours[pattern.indices], pattern.rows()]
+def locate_columns(pattern: Pattern, colours: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Where each entry of J (in pattern order) stands in the compressed (J S)ᵀ, whose
+    `[c, i]` is (J S)[i, c]: the pair (colour of its column, its row)."""
+    return colours[pattern.indices], pattern.rows()
 
 
-def recover_rows(pattern: Pattern, colours: np.ndarray, compressed: np.ndarray):
-    """The entries of J (in pattern order) from `compressed[..., c, j]` = (Sᵀ J)[c, j]."""
-    return compressed[..., colours[pattern.rows()], pattern.indices]
+def locate_rows(pattern: Pattern, colours: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Where each entry of J stands in Sᵀ J (`[c, j]`): (colour of its row, its column)."""
+    return colours[pattern.rows()], pattern.indices
 
 
-def recover_symmetric(pattern: Pattern, colours: np.ndarray, compressed: np.ndarray):
-    """The entries of a symmetric H (in pattern order) from `compressed[..., c, i]` =
-    (H S)[i, c], S from a star colouring: H[i, j] is (H S)[i, colour j] when j is the only
-    entry of row i with its colour, else (H S)[j, colour i]."""
+def locate_symmetric(pattern: Pattern, colours: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Where each entry of a symmetric H stands in (H S)ᵀ, S from a star colouring: H[i, j] is
+    (H S)[i, colour j] when j is the only entry of row i with its colour, else (H S)[j,
+    colour i] (the star colouring makes i the only one of its colour in row j)."""
     rows, cols = pattern.rows(), pattern.indices
     c_col, c_row = colours[cols], colours[rows]
     width = int(colours.max()) + 1 if len(colours) else 1
     _, where, counts = np.unique(rows * width + c_col, return_inverse=True, return_counts=True)
     alone = counts[where.reshape(-1)] == 1
-    return np.where(alone, compressed[..., c_col, rows], compressed[..., c_row, cols])
+    return np.where(alone, c_col, c_row), np.where(alone, rows, cols)
+
+
+def recover(compressed: np.ndarray, where: tuple[np.ndarray, np.ndarray]) -> np.ndarray:
+    """The entries at `where` (from a `locate_*`), for every leading (batch) index."""
+    return compressed[..., where[0], where[1]]

@@ -13,7 +13,7 @@ every point, so an entry that happens to be zero at this point is stored as an e
 from __future__ import annotations
 
 import math
-from typing import Callable, NamedTuple
+from typing import NamedTuple
 
 import numpy as np
 
@@ -30,7 +30,7 @@ class SparsePlan(NamedTuple):
     colours: np.ndarray  # of the columns (forward, Hessian) or of the rows (reverse)
     mode: str  # "forward", "reverse" or "hessian"
     graph: Graph  # outputs "value" and, when there are sweeps, "compressed"
-    recover: Callable
+    take: np.ndarray  # where each entry (pattern order) stands in the flat compressed product
 
     @property
     def sweeps(self) -> int:
@@ -84,16 +84,16 @@ def plan(prog, kind: str, of=None, wrt=None, mode: str = "auto") -> SparsePlan:
 def _make_plan(prog, kind: str, of: str, wrt: list[str], mode: str) -> SparsePlan:
     p = pattern(prog, of, wrt, hessian=kind == "hessian")
     if kind == "hessian":
-        mode, colours, recover = "hessian", colouring.star_colouring(p), \
-            colouring.recover_symmetric
+        mode, colours, locate = "hessian", colouring.star_colouring(p), \
+            colouring.locate_symmetric
     else:
         by_column = colouring.column_colouring(p) if mode != "reverse" else None
         by_row = colouring.row_colouring(p) if mode != "forward" else None
         if mode == "auto":  # the fewer sweeps; forward on a tie
             mode = "forward" if by_column.max(initial=-1) <= by_row.max(initial=-1) else \
                 "reverse"
-        colours, recover = (by_column, colouring.recover_columns) if mode == "forward" else \
-            (by_row, colouring.recover_rows)
+        colours, locate = (by_column, colouring.locate_columns) if mode == "forward" else \
+            (by_row, colouring.locate_rows)
     seeds = colouring.groups(colours)
 
     def build() -> Graph:
@@ -106,7 +106,9 @@ def _make_plan(prog, kind: str, of: str, wrt: list[str], mode: str) -> SparsePla
     made = graph.outputs.get(sparsity.COMPRESSED)
     if (made.shape[0] if made is not None else 0) != len(seeds):
         raise RuntimeError(f"the stored graph of '{request}' does not fit its colouring")
-    return SparsePlan(p, colours, mode, graph, recover)
+    colour, position = locate(p, colours)
+    width = made.shape[1] if made is not None else 0
+    return SparsePlan(p, colours, mode, graph, colour * width + position)
 
 
 def value_and(prog, kind: str, inputs: dict, *, of=None, wrt=None, mode: str = "auto",
@@ -121,11 +123,12 @@ def value_and(prog, kind: str, inputs: dict, *, of=None, wrt=None, mode: str = "
     value = out["value"]
     batch = np.shape(value)[:np.ndim(value) - len(found.graph.outputs["value"].shape)]
     p = found.pattern
-    if sparsity.COMPRESSED in out and p.nnz:
-        data = found.recover(p, found.colours, np.asarray(out[sparsity.COMPRESSED]))
+    rows = math.prod(batch)
+    if sparsity.COMPRESSED in out:
+        size = found.graph.outputs[sparsity.COMPRESSED].size
+        data = np.asarray(out[sparsity.COMPRESSED]).reshape(rows, size)[:, found.take]
     else:  # zero everywhere: no sweep ran
-        data = np.zeros(tuple(batch) + (p.nnz,), dtype=engine.DTYPES[dtype])
-    data = data.reshape(math.prod(batch), p.nnz)
+        data = np.zeros((rows, p.nnz), dtype=engine.DTYPES[dtype])
     matrices = [sp.csr_matrix((row, p.indices.copy(), p.indptr.copy()), shape=p.shape)
                 for row in data]
     if not batch:

@@ -18,9 +18,10 @@ from diffdsl.colouring import (
     Pattern,
     column_colouring,
     groups,
-    recover_columns,
-    recover_rows,
-    recover_symmetric,
+    locate_columns,
+    locate_rows,
+    locate_symmetric,
+    recover,
     row_colouring,
     star_colouring,
 )
@@ -94,11 +95,11 @@ def test_jacobian_colourings_are_valid_and_recover_every_entry(side, mask, seed)
     if side == "columns":
         colours = column_colouring(p)
         assert_columns_apart(mask, colours)
-        got = recover_columns(p, colours, (J @ seed_matrix(colours)).T)  # [colour, row]
+        got = recover((J @ seed_matrix(colours)).T, locate_columns(p, colours))  # [colour, row]
     else:
         colours = row_colouring(p)
         assert_columns_apart(mask.T, colours)
-        got = recover_rows(p, colours, seed_matrix(colours).T @ J)  # [colour, column]
+        got = recover(seed_matrix(colours).T @ J, locate_rows(p, colours))  # [colour, column]
     rows, cols = np.nonzero(mask)
     assert np.array_equal(got, J[rows, cols])
 
@@ -112,7 +113,7 @@ def test_star_colouring_is_a_star_colouring_and_recovers_every_entry(mask, seed)
     H = values_on(mask, seed, symmetric=True)
     compressed = (H @ seed_matrix(colours)).T
     rows, cols = np.nonzero(mask)
-    assert np.array_equal(recover_symmetric(p, colours, compressed), H[rows, cols])
+    assert np.array_equal(recover(compressed, locate_symmetric(p, colours)), H[rows, cols])
 
 
 @settings(max_examples=50, deadline=None)
@@ -124,7 +125,7 @@ def test_recovery_works_on_a_batch_of_products(mask, seed):
     Hs = [values_on(mask, seed + k, symmetric=True) for k in range(3)]
     compressed = np.stack([(H @ S).T for H in Hs])[:, None]  # batch shape (3, 1)
     rows, cols = np.nonzero(mask)
-    got = recover_symmetric(p, colours, compressed)
+    got = recover(compressed, locate_symmetric(p, colours))
     assert got.shape == (3, 1, len(rows))
     for k, H in enumerate(Hs):
         assert np.array_equal(got[k, 0], H[rows, cols])
