@@ -19,7 +19,8 @@ Methods, each in a process of its own (so the memory column is its own):
 Columns: sweeps (forward or reverse passes the derivative needs: colours for sparse, n for
 dense), first call (s: for diffdsl the derivative graph, pattern, colouring and kernel, with an
 empty kernel cache; for JAX tracing and XLA compilation; the program's own lowering is not in
-it), call (median s at new random points), ratio (call / hand-written call), peak MB (the
+it), call (the median ms of 5 to 200 later calls, at least a second's worth, cycling through 7
+random points), ratio (call / hand-written call), peak MB (the
 process's peak resident memory above what it held before the first call), max rel err
 (against hand-written). A cell that fails, runs past --timeout or needs more than --memory GB
 of address space (diffdsl's cells; JAX reserves address space it does not use) says so.
@@ -123,16 +124,20 @@ def worker(args) -> None:
         resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
     rng = np.random.default_rng(0)
     fn, sweeps = derivative(args.method, args.problem, args.n)
-    draws = [rng.uniform(-1, 1, args.n) for _ in range(6)]
+    draws = [rng.uniform(-1, 1, args.n) for _ in range(8)]
     reset_peak()
     before = memory_mb("VmRSS")
     start = time.perf_counter()
-    first = fn(draws[0])
+    try:
+        first = fn(draws[0])
+    except MemoryError:
+        print(json.dumps({"error": f"out of memory (limit {args.memory:g} GB)"}))
+        return
     first_s = time.perf_counter() - start
     times = []
-    for x in draws[1:]:
+    while len(times) < 5 or (sum(times) < 1.0 and len(times) < 200):  # the median of these
         start = time.perf_counter()
-        fn(x)
+        fn(draws[1 + len(times) % 7])
         times.append(time.perf_counter() - start)
     peak = memory_mb("VmHWM") - before
     want = hand_written(args.problem, draws[0])

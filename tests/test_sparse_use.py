@@ -22,8 +22,15 @@ TRIDIAGONAL = "input x[6]\nF = [x[max(i - 1, 0)] * x[i] - sin(x[min(i + 1, 5)]) 
               "for i in range(6)]\noutput F\noutput f = sum(F * F)\n"
 
 
-@pytest.mark.parametrize("backend", ["numpy", "cpu"])
+def cuda_available() -> bool:
+    from diffdsl.backends import cuda
+    return cuda.available()
+
+
+@pytest.mark.parametrize("backend", ["numpy", "cpu", "cuda"])
 def test_a_batch_gives_one_matrix_per_row(backend):
+    if backend == "cuda" and not cuda_available():
+        pytest.skip("no CUDA GPU and no simulator")
     prog = diffdsl.compile(TRIDIAGONAL, backend=backend)
     xs = np.random.default_rng(0).uniform(-1, 1, (2, 3, 6))
     jacs = prog.jacobian(x=xs, of="F", sparse=True)
