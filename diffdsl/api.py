@@ -80,6 +80,7 @@ class Program:
         self._derived: dict = {}
         self._requests: dict = {}
         self._fast_grad: dict = {}
+        self.sparse_plans: dict = {}  # sparse.py's patterns and plans, by request
 
     @property
     def inputs(self) -> dict[str, tuple]:
@@ -162,20 +163,31 @@ class Program:
         return out
 
     def jacobian(self, values: dict | None = None, /, *, of: str | None = None, wrt=None,
-                 mode: str = "auto", backend: str | None = None, dtype: str | None = None,
-                 **inputs) -> dict:
-        """`{input: array of shape output + input}`; `mode` auto, forward or reverse."""
+                 mode: str = "auto", sparse: bool = False, backend: str | None = None,
+                 dtype: str | None = None, **inputs):
+        """`{input: array of shape output + input}`; `mode` auto, forward or reverse. With
+        `sparse=True`, one `scipy.sparse.csr_matrix`: rows the output's elements, columns the
+        `wrt` inputs' elements (flattened, concatenated in order), by graph colouring."""
         return self.value_and("jacobian", _merge(values, inputs), of=of, wrt=wrt, mode=mode,
-                              backend=backend, dtype=dtype)[1]
+                              sparse=sparse, backend=backend, dtype=dtype)[1]
 
     def hessian(self, values: dict | None = None, /, *, of: str | None = None, wrt=None,
-                diagonal: bool = False, backend: str | None = None, dtype: str | None = None,
-                **inputs) -> dict:
+                diagonal: bool = False, sparse: bool = False, backend: str | None = None,
+                dtype: str | None = None, **inputs):
         """`{input: {input: array of shape input + input}}` for a one-element output; with
-        `diagonal=True`, `{input: array of the input's shape}`: d²f/dx² element by element."""
+        `diagonal=True`, `{input: array of the input's shape}`: d²f/dx² element by element;
+        with `sparse=True`, one `scipy.sparse.csr_matrix` over the `wrt` inputs' elements."""
+        if diagonal and sparse:
+            raise UsageError("hessian takes diagonal=True or sparse=True, not both")
         return self.value_and("hessian_diagonal" if diagonal else "hessian",
-                              _merge(values, inputs), of=of, wrt=wrt, backend=backend,
-                              dtype=dtype)[1]
+                              _merge(values, inputs), of=of, wrt=wrt, sparse=sparse,
+                              backend=backend, dtype=dtype)[1]
+
+    def sparsity(self, *, of: str | None = None, wrt=None, hessian: bool = False):
+        """The pattern of the Jacobian of `of` (or, `hessian=True`, of its Hessian) from the
+        graph: a boolean `scipy.sparse.csr_matrix` shaped as `jacobian(..., sparse=True)`."""
+        from . import sparse
+        return sparse.pattern_matrix(self, of, wrt, hessian)
 
     def hvp(self, tangents: dict, values: dict | None = None, /, *, of: str | None = None,
             wrt=None, backend: str | None = None, dtype: str | None = None, **inputs) -> dict:
@@ -198,13 +210,18 @@ class Program:
 
     def value_and(self, kind: str, inputs: dict, *, of: str | None = None, wrt=None,
                   mode: str = "auto", seed=None, tangents: dict | None = None,
-                  backend: str | None = None, dtype: str | None = None) -> tuple:
+                  sparse: bool = False, backend: str | None = None,
+                  dtype: str | None = None) -> tuple:
         """The output's value and one derivative from a single evaluation.
 
         `kind` is grad, jacobian, hessian, hessian_diagonal, vjp (give `seed`), jvp or hvp
         (give `tangents`). Returns `(value, result)` with `result` shaped as the method of
-        the same name.
+        the same name (`sparse=True`: a CSR matrix, a list of them for a batch).
         """
+        if sparse:
+            from . import sparse as sparse_
+            return sparse_.value_and(self, kind, inputs, of=of, wrt=wrt, mode=mode,
+                                     backend=backend, dtype=dtype)
         given = dict(inputs)
         if kind in ("jvp", "hvp"):
             if not isinstance(tangents, dict) or not tangents:
@@ -239,12 +256,14 @@ class Program:
         return out["value"], _by_input(out)
 
     def objective(self, values: dict | None = None, /, *, wrt=None, of: str | None = None,
-                  **inputs):
+                  sparse: bool | None = None, **inputs):
         """This program as a function of one flat float64 vector, for `scipy.optimize`:
         `o.fun`, `o.jac`, `o.hess`, `o.hessp`, `o.x0` (the given values of the `wrt` inputs;
         zeros where not given), `o.unravel(v)`; for an output of several elements,
         `o.residuals` and `o.jac` (a matrix) for `least_squares`. The other inputs are fixed
-        at the values given."""
+        at the values given. `o.hess` is a CSR matrix with `sparse=True`, an array with
+        `sparse=False`, and by default CSR where the Hessian is large and sparse (see
+        `objective.SPARSE_ROWS`, `objective.SPARSE_DENSITY`)."""
         from .objective import Objective
         out = autodiff.pick_output(self.graph, of)
         wrt = autodiff.pick_inputs(self.graph, wrt)
@@ -255,7 +274,7 @@ class Program:
                              f"{', '.join(repr(n) for n in missing)}",
                              hint="give every input that is not in wrt=, e.g. "
                                   f"prog.objective(wrt={wrt!r}, {missing[0]}=...)")
-        return Objective(self, out, wrt, given)
+        return Objective(self, out, wrt, given, sparse)
 
     def __repr__(self) -> str:
         def ports(table):
@@ -326,22 +345,25 @@ class Program:
             wrt = autodiff.pick_inputs(self.graph, wrt)
         else:
             wrt = autodiff.pick_inputs(self.graph, wrt)
-        key = (kind, of, tuple(wrt), mode)
-        graph = self._derived.get(key)
+        request = f"{kind} of {of} wrt {','.join(wrt)} mode {mode}"
+        if kind == "jacobian":
+            return self.derived(request, lambda: autodiff.jacobian(self.graph, of, wrt, mode))
+        return self.derived(request, lambda: getattr(autodiff, kind)(self.graph, of, wrt))
+
+    def derived(self, request: str, build) -> Graph:
+        """The graph `build()` makes from this program's, once per `request` (a text naming
+        it): kept here and, with the cache on, in the program's plan on disk."""
+        graph = self._derived.get(request)
         if graph is None:
-            request = f"{kind} of {of} wrt {','.join(wrt)} mode {mode}"
             if self._plan_store is not None:
                 graph = self._plan_store.graph(request)
             if graph is None:
                 with limits_.using(**self.limits):
-                    if kind == "jacobian":
-                        graph = autodiff.jacobian(self.graph, of, wrt, mode)
-                    else:
-                        graph = getattr(autodiff, kind)(self.graph, of, wrt)
+                    graph = build()
                 self.stats.graphs_built += 1
                 if self._plan_store is not None:
                     self._plan_store.remember(request, graph)
-            self._derived[key] = graph
+            self._derived[request] = graph
         return graph
 
     def _run(self, graph: Graph, inputs: dict, backend, dtype) -> dict:

@@ -64,6 +64,11 @@ def build_parser() -> argparse.ArgumentParser:
                        ("hessian", "Hessian of a one-element output (forward over reverse).")):
         p = evaluating(name, text)
         _of_wrt(p)
+        if name != "grad":
+            p.add_argument("--sparse", action="store_true",
+                           help="a sparse matrix over the flattened output (hessian: inputs) "
+                                "and the --wrt inputs' elements, by graph colouring; --output "
+                                "and --json give its CSR parts")
     p = evaluating("vjp", "Seed times the Jacobian (reverse mode; PyTorch's grad_output).")
     _of_wrt(p)
     p.add_argument("--seed", required=True, metavar="VALUE|FILE",
@@ -456,6 +461,8 @@ def cmd_derivative(args) -> int:
     kind = args.command
     prog = _program(args)
     of = autodiff_output(prog, args.of)
+    if getattr(args, "sparse", False):
+        return cmd_sparse(args, prog, of)
     extra = {} if kind == "jvp" else {"wrt": _wrt(args)}
     files = cli_files.wants_files(args)  # .npy or Zarr output: chunk by chunk
     if kind in ("jvp", "hvp"):
@@ -482,6 +489,49 @@ def cmd_derivative(args) -> int:
     else:
         print_labelled([(of, value)] + [(label, r) for (label, _), r in labelled.items()])
     return EXIT_OK
+
+
+def cmd_sparse(args, prog, of) -> int:
+    """jacobian or hessian --sparse: the CSR parts `data`, `indices`, `indptr` and `shape`
+    (a batch stacks `data`: the structure is the same for every row). Alone in `--output` with
+    `value` and `format`, they are what `scipy.sparse.load_npz` reads (for one point)."""
+    kind = args.command
+    value, result = prog.value_and(kind, read_specs(args.inputs), of=of, wrt=_wrt(args),
+                                   sparse=True)
+    names = list(dict.fromkeys(_wrt(args) or prog.inputs))
+    pattern = prog.sparsity(of=of, wrt=names, hessian=kind == "hessian")
+    batch = np.shape(value)[:np.ndim(value) - len(prog.outputs[of])]
+    matrices = list(_flat(result))
+    data = np.array([m.data for m in matrices]).reshape(batch + (pattern.nnz,))
+    parts = {"data": data, "indices": pattern.indices, "indptr": pattern.indptr,
+             "shape": np.array(pattern.shape)}
+    if args.output is not None:
+        write_npz(args.output, {"value": value, **parts, "format": np.array("csr")})
+    if args.json:
+        print(json.dumps({"of": of, "value": to_json(value), kind: {
+            "wrt": names, "shape": list(pattern.shape), "indptr": pattern.indptr.tolist(),
+            "indices": pattern.indices.tolist(), "data": to_json(data)}}))
+        return EXIT_OK
+    print_labelled([(of, value)])
+    wrt = names[0] if len(names) == 1 else f"({', '.join(names)})"
+    label = (f"\u2202\u00b2{of}/\u2202{wrt}\u00b2" if kind == "hessian"
+             else f"\u2202{of}/\u2202{wrt}")
+    for index, m in zip(np.ndindex(*batch), matrices, strict=True):
+        where = f"[{', '.join(map(str, index))}]" if batch else ""
+        print(f"{label}{where}: sparse {m.shape[0]}x{m.shape[1]}, {m.nnz} stored")
+        coo = m.tocoo()
+        for i, j, v in zip(coo.row, coo.col, coo.data, strict=True):
+            print(f"    ({i}, {j})  {format_value(v)}")
+    return EXIT_OK
+
+
+def _flat(result):
+    """The matrices of a sparse result: one, or nested lists of them (a batch), in order."""
+    if isinstance(result, list):
+        for item in result:
+            yield from _flat(item)
+    else:
+        yield result
 
 
 def _json_tree(table):

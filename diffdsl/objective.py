@@ -6,6 +6,12 @@ fixed. For an output with one element, `fun`, `jac` (the gradient), `hess` and `
 `scipy.optimize.minimize`; for a larger output, `residuals` and `jac` (the Jacobian matrix)
 suit `scipy.optimize.least_squares`, and `fun` is half the sum of squared residuals. The last
 evaluation is kept, so `fun` then `jac` at the same point evaluate the program once.
+
+`hess` gives a `scipy.sparse` CSR matrix, computed by graph colouring, when the Hessian is
+sparse: with `sparse=True`, or by default when it has at least `SPARSE_ROWS` rows and at most
+`SPARSE_DENSITY` of its entries can be nonzero (its pattern, from the graph). Below that size a
+dense matrix costs little, and it suits every method of `minimize` ("trust-exact" and
+"dogleg" need one); CSR suits "trust-constr" and "Newton-CG".
 """
 
 from __future__ import annotations
@@ -13,6 +19,11 @@ from __future__ import annotations
 import math
 
 import numpy as np
+
+from .errors import UsageError
+
+SPARSE_ROWS = 100
+SPARSE_DENSITY = 0.25
 
 
 def ravel(values: dict, names: list[str]) -> np.ndarray:
@@ -37,7 +48,9 @@ def unravel(v, shapes: dict) -> dict:
 class Objective:
     """See the module docstring; made by `Program.objective`."""
 
-    def __init__(self, prog, of: str, wrt: list[str], given: dict):
+    def __init__(self, prog, of: str, wrt: list[str], given: dict, sparse: bool | None = None):
+        if sparse not in (None, True, False):
+            raise UsageError(f"objective: sparse must be True, False or None, not {sparse!r}")
         self.prog = prog
         self.of = of
         self.wrt = list(wrt)
@@ -47,6 +60,7 @@ class Objective:
         self.x0 = ravel(start, self.wrt)
         self.scalar = math.prod(prog.outputs[of]) == 1
         self._last: tuple | None = None
+        self._sparse = sparse
 
     def unravel(self, v) -> dict:
         return unravel(v, self.shapes)
@@ -86,8 +100,20 @@ class Objective:
         """The output, flattened: for `scipy.optimize.least_squares`."""
         return self._value_and_derivative(v)[0].reshape(-1)
 
-    def hess(self, v) -> np.ndarray:
-        """The Hessian matrix over the flat vector (one-element output)."""
+    @property
+    def sparse_hessian(self) -> bool:
+        """Whether `hess` gives a CSR matrix (see the module's docstring)."""
+        if self._sparse is None:
+            n = self.x0.size
+            nnz = self.prog.sparsity(of=self.of, wrt=self.wrt, hessian=True).nnz
+            self._sparse = n >= SPARSE_ROWS and nnz <= SPARSE_DENSITY * n * n
+        return self._sparse
+
+    def hess(self, v):
+        """The Hessian matrix over the flat vector (one-element output): an array, or a CSR
+        matrix when `sparse_hessian`."""
+        if self.sparse_hessian:
+            return self.prog.hessian(self._inputs(v), of=self.of, wrt=self.wrt, sparse=True)
         blocks = self.prog.hessian(self._inputs(v), of=self.of, wrt=self.wrt)
         sizes = [math.prod(self.shapes[n]) for n in self.wrt]
         return np.block([[np.asarray(blocks[a][b]).reshape(sa, sb)

@@ -38,6 +38,7 @@ LAYERS = {
     "ops": 1,
     "rewrites": 1,  # the builder's identities, beside the op table
     "ufuncs": 1.5,  # each op as a NumPy function, from its row
+    "colouring": 1,  # graph colouring and recovery on CSR index arrays (numpy only)
     "parse": 2,
     "ir": 2,
     "static": 2.25,  # builtins of static numbers, folded through the rows
@@ -51,6 +52,7 @@ LAYERS = {
     "passes/__init__": 3.5,
     "sympy_atoms": 3,  # constants and input symbols as SymPy
     "sympy_ops": 3,  # each op as SymPy, from its row
+    "sparsity": 3.25,  # patterns from the graph, compressed derivative graphs (autodiff)
     "symbolic": 3.5,  # exports the derivative graphs autodiff makes
     "oracle": 3.75,  # SymPy's derivatives of an exported program beside ours
     "dot": 3,
@@ -73,6 +75,7 @@ LAYERS = {
     "check": 5,  # uses symbolic, autodiff and the numpy interpreter
     "objective": 5.5,  # a program as a function of a flat vector (duck-typed Program)
     "chunked": 5.5,  # Dask arrays: a kernel call per chunk (duck-typed Program)
+    "sparse": 5.5,  # sparse Jacobians and Hessians of a (duck-typed) Program, by colouring
     "api": 6,
     "cli": 7,
     "cli_examples": 7,
