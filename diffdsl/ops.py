@@ -71,6 +71,11 @@ class Op:
     # parts. Every other pullback multiplies by partial derivatives, which may be infinite or
     # NaN where the node's value is not used (`sqrt'(-1)`), and 0 * nan is nan.
     copies: bool = False
+    # How the op passes dependence on to second derivatives (sparsity.py's Hessian patterns):
+    # "linear" (no second derivative), "route" (a select: its branches, not its condition),
+    # "bilinear" (mul: pairs across its factors), "quotient" (div: linear in the numerator),
+    # "nonlinear" (every pair of arguments; the safe guess). Ignored without a pullback.
+    curvature: str = "nonlinear"
 
 
 OPS: dict[str, Op] = {}
@@ -144,7 +149,8 @@ _row("input", 0)
 _row("const", 0)
 
 # Unary ops ---------------------------------------------------------------------------------
-_row("neg", 1, fold=operator.neg, numpy="-({0})", numba="-({0})", sympy="-{0}", symbol="-x",
+_row("neg", 1, curvature="linear",
+     fold=operator.neg, numpy="-({0})", numba="-({0})", sympy="-{0}", symbol="-x",
      ll="{r} = fneg {t} {0}", copies=True,
      pullback=lambda g, a, out, ct: (g.neg(ct),))
 _math("exp", lambda g, a, out, ct: (g.mul(ct, out),), _intrinsic("exp"))
@@ -192,7 +198,8 @@ _math("acosh", lambda g, a, out, ct: (g.div(ct, _recip_sqrt(g, a[0], False)),), 
 _math("atanh", lambda g, a, out, ct: (g.div(ct, g.sub(g.const(1.0), g.mul(a[0], a[0]))),),
       _libm("atanh"), np_name="arctanh")
 # abs'(0) = 0 (LANGUAGE.md): sign(0) is 0.
-_row("abs", 1, builtin=True, fold=abs, numpy="np.abs({0})", numba="abs({0})", sympy="Abs",
+_row("abs", 1, curvature="linear",
+     builtin=True, fold=abs, numpy="np.abs({0})", numba="abs({0})", sympy="Abs",
      ll=_intrinsic("fabs"), keeps_integers=True,
      pullback=lambda g, a, out, ct: (g.mul(ct, g.op("sign", a[0])),))
 _row("sign", 1, builtin=True, fold=_py_sign, numpy="np.sign({0})",
@@ -219,16 +226,20 @@ _row("not", 1, fold=lambda x: _b(x == 0), numpy="np.where({0} == 0, 1.0, 0.0)",
      ll=_truth("{r}.c = fcmp oeq {t} {0}, 0.0"))
 
 # Binary ops --------------------------------------------------------------------------------
-_row("add", 2, fold=operator.add, numpy="({0} + {1})", numba="({0} + {1})", sympy="{0} + {1}",
+_row("add", 2, curvature="linear",
+     fold=operator.add, numpy="({0} + {1})", numba="({0} + {1})", sympy="{0} + {1}",
      symbol="+", ll="{r} = fadd {t} {0}, {1}", commutative=True, copies=True,
      pullback=lambda g, a, out, ct: (ct, ct))
-_row("sub", 2, fold=operator.sub, numpy="({0} - {1})", numba="({0} - {1})", sympy="{0} - {1}",
+_row("sub", 2, curvature="linear",
+     fold=operator.sub, numpy="({0} - {1})", numba="({0} - {1})", sympy="{0} - {1}",
      symbol="-", ll="{r} = fsub {t} {0}, {1}", copies=True,
      pullback=lambda g, a, out, ct: (ct, g.neg(ct)))
-_row("mul", 2, fold=operator.mul, numpy="({0} * {1})", numba="({0} * {1})", sympy="{0} * {1}",
+_row("mul", 2, curvature="bilinear",
+     fold=operator.mul, numpy="({0} * {1})", numba="({0} * {1})", sympy="{0} * {1}",
      symbol="*", ll="{r} = fmul {t} {0}, {1}", commutative=True,
      pullback=lambda g, a, out, ct: (g.mul(ct, a[1]), g.mul(ct, a[0])))
-_row("div", 2, fold=operator.truediv, numpy="({0} / {1})", numba="({0} / {1})",
+_row("div", 2, curvature="quotient",
+     fold=operator.truediv, numpy="({0} / {1})", numba="({0} / {1})",
      sympy="{0} / {1}", symbol="/", ll="{r} = fdiv {t} {0}, {1}",
      pullback=lambda g, a, out, ct: (g.div(ct, a[1]), g.neg(g.div(g.mul(ct, out), a[1]))))
 _row("pow", 2, builtin=True, fold=math.pow, numpy="c_power({0}, {1})", numba="({0} ** {1})",
@@ -297,7 +308,7 @@ for _name, _test, _cmp, _cls, _fn in (("min", "<=", "ole", "Le", operator.le),
          numba=f"({{0}} if {{0}} {_test} {{1}} else {{1}})",
          sympy=f"sp.Piecewise(({{0}}, sp.{_cls}({{0.alt}}, {{1.alt}})), ({{1}}, True))",
          sympy_alt=f"apply(sp.{_name.title()}, {{0.alt}}, {{1.alt}})", ll=_pick(_cmp),
-         keeps_integers=True, routes=True,
+         keeps_integers=True, routes=True, curvature="linear",
          pullback=lambda g, a, out, ct, test=_cmp[1:]: (
              g.select(g.op(test, a[0], a[1]), ct, g.const(0.0)),
              g.select(g.op(test, a[0], a[1]), g.const(0.0), ct)),
@@ -325,7 +336,8 @@ for _name, _np_op, _fn in (("and", "&", lambda p, q: p and q), ("or", "|", lambd
 
 # select(c, a, b) is `a` where c != 0, else `b`. Its pullback routes the cotangent with a
 # select, so a NaN or infinite derivative in the branch not taken never reaches the result.
-_row("select", 3, fold=lambda c, a, b: a if c != 0 else b, numpy="np.where({0} != 0, {1}, {2})",
+_row("select", 3, curvature="route",
+     fold=lambda c, a, b: a if c != 0 else b, numpy="np.where({0} != 0, {1}, {2})",
      numba="({1} if {0} != 0 else {2})", sympy="sp.Piecewise(({1}, {0.cond}), ({2}, True))",
      sympy_alt="select({0.cond}, {1.alt}, {2.alt})",
      ll="{r}.c = fcmp une {t} {0}, 0.0\n{r} = select i1 {r}.c, {t} {1}, {t} {2}",

@@ -31,14 +31,9 @@ from .colouring import Pattern
 from .ir import Builder, Graph, Port
 from .ops import OPS
 
-# How an op passes dependence on: "none" (derivative zero), "linear" (every argument, no second
-# derivative), "route" (the branches of a select, not its condition), "bilinear" (mul),
-# "quotient" (div: linear in the numerator), "nonlinear" (every argument, every pair). An op
-# not named here is nonlinear, the safe guess.
-_KINDS = {"add": "linear", "sub": "linear", "neg": "linear", "abs": "linear", "min": "linear",
-          "max": "linear", "select": "route", "mul": "bilinear", "div": "quotient"}
-KIND = {name: "none" if row.vjp is None else _KINDS.get(name, "nonlinear")
-        for name, row in OPS.items()}
+# How an op passes dependence on: "none" (no pullback: derivative zero), else its row's
+# curvature (ops.py).
+KIND = {name: "none" if row.pullback is None else row.curvature for name, row in OPS.items()}
 
 COMPRESSED = "compressed"  # the output port of a compressed derivative graph
 

@@ -237,4 +237,4 @@ def test_patterns_of_single_ops(source, jac, hess):
 def test_every_op_has_a_kind_and_those_without_derivative_pass_none():
     assert set(sparsity.KIND) == set(OPS)
     for name, row in OPS.items():
-        assert (sparsity.KIND[name] == "none") == (row.vjp is None), name
+        assert (sparsity.KIND[name] == "none") == (row.pullback is None), name
