@@ -5,7 +5,7 @@
 """
 
 from . import limits
-from .api import Program, compile, load
+from .api import Program, cache_clear, cache_info, compile, load
 from .errors import (
     ArityError,
     AssignmentError,
@@ -25,8 +25,8 @@ from .progress import set_quiet
 from .version import __version__
 
 __all__ = [
-    "Program", "compile", "load", "DiffDSLError", "DDSyntaxError", "UnknownNameError",
-    "ArityError", "ShapeError", "StaticValueError", "IndexRangeError", "AssignmentError",
-    "RecursionLimitError", "TypeMismatchError", "InputError", "UsageError", "LimitError",
-    "limits", "set_quiet", "__version__",
+    "Program", "compile", "load", "cache_info", "cache_clear", "DiffDSLError", "DDSyntaxError",
+    "UnknownNameError", "ArityError", "ShapeError", "StaticValueError", "IndexRangeError",
+    "AssignmentError", "RecursionLimitError", "TypeMismatchError", "InputError", "UsageError",
+    "LimitError", "limits", "set_quiet", "__version__",
 ]

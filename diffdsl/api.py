@@ -1,19 +1,16 @@
-"""`Program`: a `.dd` file compiled once and evaluated many times."""
+"""`Program`: a `.dd` file compiled once and evaluated many times; the kernel cache."""
 
 from __future__ import annotations
 
-import math
 from pathlib import Path
 
-import numpy as np
-
-from . import autodiff, chunked, engine
+from . import autodiff, calls, chunked, engine
 from . import limits as limits_
 from .engine import BACKENDS, DTYPES, Engine, Stats
 from .errors import UsageError
-from .ir import Graph
+from .ir import Graph, prune
 
-__all__ = ["BACKENDS", "DTYPES", "Program", "compile", "load"]
+__all__ = ["BACKENDS", "DTYPES", "Program", "cache_clear", "cache_info", "compile", "load"]
 
 
 def load(path, **options) -> Program:
@@ -144,23 +141,10 @@ class Program:
         given = _merge(values, inputs)
         value, grads = self.value_and("grad", given, of=of, wrt=wrt, backend=backend,
                                       dtype=dtype)
-        return value if reduce is None else _reduce_value(value, reduce), \
-            grads if reduce is None else self._reduce_grads(grads, given, reduce)
-
-    def _reduce_grads(self, grads: dict, given: dict, reduce: str) -> dict:
-        """Per-row gradients to the gradient of the rows' sum or mean."""
-        _check_reduce(reduce)
-        rows = None
-        out = {}
-        for name, g in grads.items():
-            extra = np.ndim(g) - len(self.graph.inputs[name].shape)
-            if extra:  # every input's gradient carries the batch dimensions
-                rows = math.prod(np.shape(g)[:extra])
-            shared = np.ndim(given[name]) == len(self.graph.inputs[name].shape)
-            out[name] = np.sum(g, axis=tuple(range(extra))) if shared and extra else g
-        if reduce == "mean" and rows:
-            out = {name: g / rows for name, g in out.items()}
-        return out
+        if reduce is None:
+            return value, grads
+        return calls.reduce_value(value, reduce), \
+            calls.reduce_grads(self.graph, grads, given, reduce)
 
     def jacobian(self, values: dict | None = None, /, *, of: str | None = None, wrt=None,
                  mode: str = "auto", sparse: bool = False, backend: str | None = None,
@@ -222,38 +206,9 @@ class Program:
             from . import sparse as sparse_
             return sparse_.value_and(self, kind, inputs, of=of, wrt=wrt, mode=mode,
                                      backend=backend, dtype=dtype)
-        given = dict(inputs)
-        if kind in ("jvp", "hvp"):
-            if not isinstance(tangents, dict) or not tangents:
-                raise UsageError(f"{kind} needs tangents: a dict of input name -> array")
-            if kind == "jvp":
-                wrt = tuple(tangents)
-            else:
-                wrt = autodiff.pick_inputs(self.graph, wrt)
-                for name in tangents:
-                    if name not in wrt:
-                        raise UsageError(f"a tangent is given for '{name}', which is not "
-                                         f"among the inputs differentiated by: "
-                                         f"{', '.join(wrt)}")
-            for name in wrt:  # hvp: a missing tangent is zero
-                value = tangents.get(name, np.zeros(self.graph.inputs[name].shape))
-                given[autodiff.tangent_name(name)] = value
-        elif kind == "vjp":
-            given[autodiff.SEED] = seed
-        elif kind not in ("grad", "jacobian", "hessian", "hessian_diagonal"):
-            raise UsageError(f"unknown derivative '{kind}'")
+        given, wrt = calls.derivative_inputs(self.graph, kind, inputs, wrt, seed, tangents)
         graph = self.derivative(kind, of, wrt, mode if kind == "jacobian" else "auto")
-        out = self._run(graph, given, backend, dtype)
-        if kind == "jvp":
-            return out["value"], out["jvp"]
-        if kind == "hessian":
-            result: dict = {}
-            for key, value in out.items():
-                if key.startswith("d:"):
-                    a, b = key[2:].split(":")
-                    result.setdefault(a, {})[b] = value
-            return out["value"], result
-        return out["value"], _by_input(out)
+        return calls.split_outputs(kind, self._run(graph, given, backend, dtype))
 
     def objective(self, values: dict | None = None, /, *, wrt=None, of: str | None = None,
                   sparse: bool | None = None, **inputs):
@@ -292,37 +247,74 @@ class Program:
         """The outputs as formulas (Jupyter shows them), for programs small enough to print."""
         if len(self.graph.nodes) > 200:
             return None
-        import sympy
-        lines = [f"{sympy.latex(sympy.Symbol(n))} = {sympy.latex(e)}"
-                 for n, e in self.to_sympy().items()]
-        return "$\\begin{aligned}" + r" \\ ".join(lines) + "\\end{aligned}$"
+        from .report_formulas import outputs_latex
+        return outputs_latex(self.to_sympy())
 
-    def symbolic_grad(self, of: str | None = None, wrt=None) -> dict:
+    def __reduce__(self):
+        """A program pickles as its source text and options (`chunked.Recipe`), never its
+        graphs or kernels: where it is unpickled it is compiled once per process (from the
+        disk cache when it is there), so that Dask and multiprocessing can send it."""
+        return chunked.program_for, (chunked.Recipe.of(self, compile),)
+
+    def output_name(self, of: str | None = None) -> str:
+        """The name of output `of`, checked; with `of=None`, that of the only output."""
+        return autodiff.pick_output(self.graph, of)
+
+    def check(self, points: int = 3, *, domain: dict | None = None, seed: int = 0) -> dict:
+        """Every derivative against `sympy.diff` and central finite differences at `points`
+        random points, as `diffdsl check` does: a JSON-ready dict `{"ok", "symbolic",
+        "numeric"}`, whose `.ranges` says where each input's points were drawn from.
+        `domain={"x": (low, high)}` draws input x's elements from [low, high); the others
+        from ranges inside the domains of the program's functions."""
+        from . import check
+        if points < 1:
+            raise UsageError(f"check needs points >= 1, got {points}")
+        return check.check(self.graph, points=points, seed=seed, domain=domain)
+
+    def to_dot(self, of: str | None = None, grad: bool = False) -> str:
+        """The graph as Graphviz DOT text: every output's, or output `of`'s alone; with
+        `grad=True`, the graph of `of`'s value and gradient."""
+        from .dot import to_dot
+        if grad:
+            graph = self.derivative("grad", of)
+        elif of is not None:
+            name = autodiff.pick_output(self.graph, of)
+            graph = prune(self.graph.nodes, self.graph.inputs, {name: self.graph.outputs[name]})
+        else:
+            graph = self.graph
+        return to_dot(graph, Path(self.filename).name)
+
+    def symbolic_grad(self, of: str | None = None, wrt=None, simplify: bool = False) -> dict:
         """`{input: SymPy expression or Array of the input's shape}`: the gradient of a
-        one-element output as formulas."""
+        one-element output as formulas (`simplify=True`: each simplified by SymPy)."""
         out = autodiff.pick_output(self.graph, of)
         shape = self.graph.outputs[out].shape
         if self.graph.outputs[out].size != 1:
             raise UsageError(f"symbolic_grad needs an output with one element, but '{out}' has "
                              f"shape {list(shape)}", hint="symbolic_jacobian gives the "
                              "derivatives of every element")
-        result = self.symbolic_jacobian(of, wrt)
+        result = self.symbolic_jacobian(of, wrt, simplify)
         if shape:  # an output of shape (1, 1): drop its axes, as grad does
             result = type(result)(out, (), {
                 name: expr.reshape(*expr.shape[len(shape):]) if expr.shape[len(shape):]
                 else expr[(0,) * len(shape)] for name, expr in result.items()})
         return result
 
-    def symbolic_jacobian(self, of: str | None = None, wrt=None) -> dict:
+    def symbolic_jacobian(self, of: str | None = None, wrt=None,
+                          simplify: bool = False) -> dict:
         """`{input: SymPy Array of shape output + input}` (an expression where that shape
-        is empty): the Jacobian of an output as formulas. A dict that Jupyter shows as LaTeX
+        is empty): the Jacobian of an output as formulas, each simplified by SymPy with
+        `simplify=True` (which can be slow). A dict that Jupyter shows as LaTeX
         (`oracle.Derivatives`)."""
         from . import oracle, symbolic
         out = autodiff.pick_output(self.graph, of)
         graph = self.derivative("jacobian", of, wrt)
-        return oracle.Derivatives(out, self.graph.outputs[out].shape, {
-            name[2:]: expr for name, expr in symbolic.to_sympy(graph).items()
-            if name.startswith("d:")})
+        exprs = calls.by_input(symbolic.to_sympy(graph))
+        if simplify:
+            import sympy
+            exprs = {name: e.applyfunc(sympy.simplify) if hasattr(e, "applyfunc")
+                     else sympy.simplify(e) for name, e in exprs.items()}
+        return oracle.Derivatives(out, self.graph.outputs[out].shape, exprs)
 
     def to_sympy(self) -> dict:
         """`{output: SymPy expression or Array}`."""
@@ -341,10 +333,7 @@ class Program:
 
     def _derive(self, kind: str, of, wrt, mode: str) -> Graph:
         of = autodiff.pick_output(self.graph, of)
-        if kind == "jvp":
-            wrt = autodiff.pick_inputs(self.graph, wrt)
-        else:
-            wrt = autodiff.pick_inputs(self.graph, wrt)
+        wrt = autodiff.pick_inputs(self.graph, wrt)
         request = f"{kind} of {of} wrt {','.join(wrt)} mode {mode}"
         if kind == "jacobian":
             return self.derived(request, lambda: autodiff.jacobian(self.graph, of, wrt, mode))
@@ -388,36 +377,27 @@ class Program:
             return
         plan = self.engine.compiled_plan(self.derivative("grad", of, wrt), self.dtype)
         if plan is not None:
-            self._fast_grad[(of, _request_key(wrt))] = plan.fast(_is_derivative, _input_of)
+            self._fast_grad[(of, _request_key(wrt))] = plan.fast(calls.is_derivative,
+                                                                   calls.input_of)
 
 
-REDUCTIONS = ("sum", "mean")
+def cache_info() -> dict:
+    """The kernel cache, as `diffdsl cache info` shows it: `{"path": folder, "entries":
+    kernels, "bytes": their size}`. The folder is `DIFFDSL_CACHE_DIR` when it is set."""
+    from .cache import KernelCache
+    return KernelCache().info()
 
 
-def _check_reduce(reduce: str) -> None:
-    if reduce not in REDUCTIONS:
-        raise UsageError(f"unknown reduce={reduce!r}; use 'sum' or 'mean' (or None)")
-
-
-def _reduce_value(value, reduce: str):
-    _check_reduce(reduce)
-    return np.sum(value) if reduce == "sum" else np.mean(value)
-
-
-def _is_derivative(name: str) -> bool:
-    return name.startswith("d:")
-
-
-def _input_of(name: str) -> str:
-    return name[2:]
+def cache_clear() -> dict:
+    """Remove diffdsl's entries from the kernel cache (folders it did not make stay):
+    `{"path": folder, "removed": entries}`."""
+    from .cache import KernelCache
+    store = KernelCache()
+    return {"path": str(store.root), "removed": store.clear()}
 
 
 def _request_key(wrt):
     return wrt if wrt is None or isinstance(wrt, str) else tuple(wrt)
-
-
-def _by_input(out: dict) -> dict:
-    return {key[2:]: value for key, value in out.items() if key.startswith("d:")}
 
 
 def _merge(values, inputs) -> dict:

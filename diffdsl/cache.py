@@ -17,7 +17,6 @@ a folder the user put there, even one holding a `kernel.py`, is not diffdsl's to
 
 from __future__ import annotations
 
-import contextlib
 import hashlib
 import json
 import os
@@ -26,9 +25,10 @@ import pickletools
 import platform
 import shutil
 import sys
-import tempfile
 import warnings
 from pathlib import Path
+
+from .files import write_atomic
 
 ENV = "DIFFDSL_CACHE_DIR"
 MODULE_FILE = "kernel.py"
@@ -226,50 +226,6 @@ def _holds(path: Path, data: bytes) -> bool:
     """Whether `path` is a file holding exactly `data` (read as bytes: any encoding damage is
     a difference, not an error)."""
     return path.is_file() and not path.is_symlink() and path.read_bytes() == data
-
-
-def write_atomic(path: Path, data: str | bytes) -> None:
-    """Write `data` so that readers see the old file or the new one, never a part."""
-    with atomic_path(path) as tmp:
-        with open(tmp, "wb" if isinstance(data, bytes) else "w",
-                  encoding=None if isinstance(data, bytes) else "utf-8") as f:
-            f.write(data)
-            f.flush()
-            os.fsync(f.fileno())
-
-
-@contextlib.contextmanager
-def atomic_path(path: Path):
-    """A temporary file to write `path`'s new content into, renamed over `path` when the block
-    ends without an error and removed when it fails. Its name is unique in `path`'s folder
-    (never a user's file, never another writer's) and it keeps `path`'s suffix, for tools that
-    choose a format by it; the result keeps the mode `path` had (a new file: the umask's)."""
-    path = Path(path)
-    mode = _mode_for(path)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.stem}.", suffix=path.suffix)
-    os.close(fd)
-    try:
-        os.chmod(tmp, mode)  # mkstemp makes it 0600
-        yield Path(tmp)
-        os.replace(tmp, path)
-    except BaseException:
-        try:
-            os.unlink(tmp)
-        except OSError:
-            pass
-        raise
-
-
-def _mode_for(path: Path) -> int:
-    """The permission bits `path` should have once rewritten: its own when it exists, else
-    what `open()` would give a new file under the current umask."""
-    try:
-        return path.stat().st_mode & 0o7777
-    except OSError:
-        pass
-    umask = os.umask(0)
-    os.umask(umask)
-    return 0o666 & ~umask
 
 
 class CacheWarning(RuntimeWarning):

@@ -38,17 +38,19 @@ from __future__ import annotations
 import itertools
 import math
 
-import mpmath
 import numpy as np
 import sympy as sp
 
 from . import autodiff, domains, progress, symbolic
 from .backends import numpy as reference
+from .errors import UsageError
 from .ir import Graph
-from .report import RANK, format_check  # noqa: F401 (format_check: printing, kept here too)
+from .oracle import DIGITS, evaluate, has_unevaluated, oracle_diff, relative_difference
+
+# The statuses of a symbolic comparison, from the strongest to a mismatch.
+RANK = {"proven": 0, "numeric50": 1, "rounding": 2, "skipped": 3, "mismatch": 4}
 
 # symbolic
-DIGITS = 50
 EXACT_RTOL = 1e-30
 ROUNDING_RTOL = 1e-12
 EXPAND_LIMIT = 50_000  # tree size (graph-measured) up to which `expand` is tried
@@ -67,16 +69,26 @@ DIRECTIONS = 2
 ELEMENTWISE_MAX = 25
 
 
-def check(graph: Graph, points: int = 3, seed: int = 0, domain: dict | None = None) -> dict:
+class Report(dict):
+    """The JSON-ready result of `check`, remembering in `ranges` where each input's points
+    were drawn from (`domains.sampling_ranges`), which the JSON does not hold."""
+
+    def __init__(self, ranges: dict):
+        super().__init__(ok=True, symbolic={}, numeric={})
+        self.ranges = ranges
+
+
+def check(graph: Graph, points: int = 3, seed: int = 0, domain: dict | None = None) -> Report:
     """Check the derivative of every output with respect to every input; see the module.
     `domain` maps input names to the `(low, high)` their elements are drawn from; the other
     inputs get ranges inside the domains of the program's functions (`domains`)."""
     points = max(1, int(points))
     rng = np.random.default_rng(seed)
+    _check_domain(graph, domain or {})
     ranges = domains.sampling_ranges(graph, domain or {})
     x0 = {name: rng.uniform(ranges[name]["low"], ranges[name]["high"], size=(points, port.size))
           for name, port in graph.inputs.items()}
-    report = {"ok": True, "symbolic": {}, "numeric": {}}
+    report = Report(ranges)
     if not graph.inputs:
         return report
     syms = symbolic.Symbols(graph)
@@ -106,6 +118,17 @@ def check(graph: Graph, points: int = 3, seed: int = 0, domain: dict | None = No
 
 # ---------------------------------------------------------------------------------------------
 # helpers
+
+
+def _check_domain(graph: Graph, domain: dict) -> None:
+    for name, bounds in domain.items():
+        if name not in graph.inputs:
+            raise UsageError(f"domain= names '{name}', which is not an input",
+                             hint=f"the inputs are: {', '.join(graph.inputs)}")
+        low, high = bounds
+        if not -math.inf < low < high < math.inf:
+            raise UsageError(f"domain={{'{name}': ({low}, {high})}}: expected (low, high) with "
+                             "low < high, both finite")
 
 
 def _evaluate_jacobian(graph: Graph, jac: Graph, out: str, x0: dict) -> dict:
@@ -246,8 +269,8 @@ def _symbolic(graph: Graph, out: str, jac: Graph, syms, x0: dict, jac_values: di
                 size = jac_sizes[jac_port.ids[s * port.size + t]] + sizes[out_port.ids[s]]
                 theirs = None
                 try:
-                    theirs = symbolic.oracle_diff(f[s], syms.plain[name][t])
-                    if symbolic.has_unevaluated(theirs):
+                    theirs = oracle_diff(f[s], syms.plain[name][t])
+                    if has_unevaluated(theirs):
                         decided[s, t] = ("skipped", f"sympy.diff left {theirs}", theirs)
                         continue
                     how = _quick_proof(ours[name][s * port.size + t] - theirs, size)
@@ -263,7 +286,7 @@ def _symbolic(graph: Graph, out: str, jac: Graph, syms, x0: dict, jac_values: di
                  for e in (ours[name][s * port.size + t], theirs)]
         values = evaluate(exprs, symbols, points) if pending else []
         for j, (s, t, theirs, size) in enumerate(pending):
-            worst = max((_relative(row[2 * j], row[2 * j + 1], float(scale))
+            worst = max((relative_difference(row[2 * j], row[2 * j + 1], float(scale))
                          for row, scale in zip(values, scales, strict=True)), default=0.0)
             try:
                 status, detail = decide(ours[name][s * port.size + t], theirs, worst, size)
@@ -345,84 +368,6 @@ def _plain_zero(expr: sp.Expr) -> bool:
     if expr == 0 or sp.expand(expr) == 0:
         return True
     return sp.count_ops(expr) <= CASE_SIMPLIFY_LIMIT and sp.simplify(expr) == 0
-
-
-# 50-digit evaluation ----------------------------------------------------------------------
-
-
-def _mp_select(c, a, b):
-    return a if c else b
-
-
-def evaluate(exprs: list, symbols: list, points: list) -> list[list]:
-    """Every expression at every point (a list of floats, one per symbol), as mpmath numbers
-    computed with `DIGITS` digits and more: `values[point][expr]`.
-
-    One function made by `lambdify` with common subexpressions shared evaluates them all,
-    in time that follows the graph rather than the tree SymPy would walk with `xreplace`. An
-    expression it cannot evaluate (a division by zero in a branch not taken) falls back to
-    substitution and `evalf`, one expression at a time.
-    """
-    together = _lambdified(symbols, exprs, points)
-    if together is not None:
-        return together
-    rows: list[list] = [[None] * len(exprs) for _ in points]
-    for j, expr in enumerate(exprs):
-        alone = _lambdified(symbols, [expr], points)
-        for p, pt in enumerate(points):
-            if alone is not None:
-                rows[p][j] = alone[p][0]
-            else:
-                subs = {s: sp.Float(x, DIGITS + 30) for s, x in zip(symbols, pt, strict=True)}
-                rows[p][j] = _evalf(expr, subs)
-    return rows
-
-
-def _lambdified(symbols: list, exprs: list, points: list) -> list[list] | None:
-    # The generated function's arguments are named after its symbols, in one namespace with
-    # SymPy's printed constants and mpmath's functions: an input called `pi`, `E` or `mpf`
-    # would be read as the constant. Dummies have names no input and no library can take.
-    dummies = [sp.Dummy(f"in{i}", real=True) for i in range(len(symbols))]
-    renamed = dict(zip(symbols, dummies, strict=True))
-    exprs = [sp.sympify(e).xreplace(renamed) for e in exprs]
-    try:
-        fn = sp.lambdify(dummies, exprs, modules=[{"select": _mp_select}, "mpmath"], cse=True,
-                         dummify=True)
-        with mpmath.workdps(DIGITS + 10):
-            return [[mpmath.mpmathify(v) for v in fn(*map(mpmath.mpf, pt))] for pt in points]
-    except (ArithmeticError, TypeError, ValueError, NameError):
-        return None
-
-
-def _evalf(expr: sp.Expr, subs: dict):
-    """One expression at one point: substituting Floats of extra precision evaluates as it
-    builds, Piecewise conditions included (`evalf(subs=...)` is far slower on Piecewise)."""
-    value = expr.xreplace(subs).evalf(DIGITS)
-    if value.has(sp.nan):
-        return mpmath.nan
-    if value.has(sp.zoo, sp.oo, -sp.oo):
-        return mpmath.inf
-    re, im = value.as_real_imag()
-    if not (hasattr(re, "_mpf_") or re == 0) or not (hasattr(im, "_mpf_") or im == 0):
-        return None  # not a number: SymPy could not evaluate it
-    return mpmath.mpc(mpmath.mpmathify(re), mpmath.mpmathify(im))
-
-
-def _relative(a, b, scale: float) -> float:
-    """|a - b| over max(|a|, |b|, scale); 0 where both are the same non-number."""
-    if a is None or b is None:
-        return math.inf
-    nan_a, nan_b = mpmath.isnan(a), mpmath.isnan(b)
-    if nan_a or nan_b:
-        return 0.0 if nan_a and nan_b else math.inf
-    if a == b:
-        return 0.0
-    if mpmath.isinf(a) or mpmath.isinf(b):
-        return math.inf
-    magnitude = max(abs(a), abs(b), mpmath.mpf(scale if math.isfinite(scale) else 0.0))
-    if magnitude == 0:
-        return math.inf
-    return float(abs(a - b) / magnitude)
 
 
 def _short(expr, limit: int = 2000) -> str:

@@ -5,8 +5,8 @@ Zarr group with one array per result, named as the keys of `.npz` output: `value
 ...) computes the batch a chunk of rows at a time along its first axis. Inputs given as
 `NAME=FILE.npy` are memory-mapped and `NAME=STORE.zarr[:ARRAY]` read from Zarr, one chunk's
 rows at a time, so memory follows `--chunk`, not the size of the data. `--scheduler ADDRESS`
-runs the chunks as tasks on a Dask cluster, whose workers compile the program from its source
-(`chunked.Recipe`) and must see the files at the same paths.
+runs the chunks as tasks on a Dask cluster: the program travels as its source (a `Program`
+pickles so), each worker compiles it once, and the workers must see the files at the same paths.
 
 Outputs are made under temporary names beside the target and renamed over it when every chunk
 is written, so a failed run leaves no partial result, and no file but the one `--output` names
@@ -19,13 +19,15 @@ import math
 import os
 import shutil
 import tempfile
+import threading
+import uuid
 from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 
-from . import api, chunked, progress
-from .cache import atomic_path
+from . import api, progress
+from .cli_output import print_json
 from .datafiles import (
     InMemory,
     NpyWriter,
@@ -35,6 +37,8 @@ from .datafiles import (
     zarr_module,
 )
 from .errors import DiffDSLError, InputError, UsageError
+from .files import atomic_path
+from .report_results import derivative_items, written_json, written_text
 
 # Bytes of inputs and results held for one chunk, for the default --chunk.
 CHUNK_BYTES = 64 * 2**20
@@ -63,9 +67,11 @@ def _output_format(output) -> str | None:
 
 @dataclass
 class Job:
-    """What a chunk needs, in a form that travels to Dask workers."""
+    """What a chunk needs, in a form that travels to Dask workers (`program` as its source;
+    `run` names this run of the command, for `_chunk_on_worker`)."""
 
-    recipe: chunked.Recipe
+    program: api.Program
+    run: str
     kind: str
     of: str | None
     wrt: list | None
@@ -84,7 +90,7 @@ def run(args, prog: api.Program, kind: str, of, inputs: dict, wrt=None, tangents
     _check_target(target, fmt)
     if args.chunk is not None and args.chunk < 1:
         raise UsageError("--chunk must be at least 1 row")
-    job = Job(chunked.Recipe.of(prog, api.compile), kind, of, wrt,
+    job = Job(prog, uuid.uuid4().hex, kind, of, wrt,
               {n: _source(v, prog.inputs.get(n)) for n, v in inputs.items()},
               None if tangents is None else
               {n: _source(v, prog.inputs.get(n)) for n, v in tangents.items()},
@@ -135,12 +141,7 @@ def evaluate(prog, job: Job, start, stop) -> dict:
         extra["seed"] = job.seed.part(start, stop)
     value, result = prog.value_and(job.kind, inputs, of=job.of, **extra)
     arrays = {"value": value}
-    if job.kind == "hessian":
-        arrays.update({f"hessian.{a}.{b}": h for a, row in result.items() for b, h in row.items()})
-    elif job.kind == "jvp":
-        arrays["jvp"] = result
-    else:
-        arrays.update({f"{job.kind}.{name}": r for name, r in result.items()})
+    arrays.update({key: r for _, key, r in derivative_items(job.kind, job.of, result)})
     return {k: np.asarray(v) for k, v in arrays.items()}
 
 
@@ -152,11 +153,21 @@ def _write(job: Job, start: int, arrays: dict) -> None:
             raise UsageError(f"cannot write {key}: {exc.strerror or exc}") from None
 
 
+# The runs whose first chunk this process has evaluated. A first chunk builds the derivative
+# graph and the kernel, so it runs alone: threads of one Dask worker never build them twice.
+_first_chunk = threading.Lock()
+_warm_runs: set = set()
+
+
 def _chunk_on_worker(start: int, stop: int, job: Job) -> tuple:
-    """One chunk as a Dask task: the program compiled once per worker process."""
-    prog = chunked.program_for(job.recipe)
-    with chunked.first_use(prog, ("cli", job.kind, job.of, tuple(job.wrt or ()))):
-        arrays = evaluate(prog, job, start, stop)
+    """One chunk as a Dask task: the job's program was compiled once in this worker process,
+    where the job was unpickled."""
+    if job.run in _warm_runs:
+        arrays = evaluate(job.program, job, start, stop)
+    else:
+        with _first_chunk:
+            arrays = evaluate(job.program, job, start, stop)
+            _warm_runs.add(job.run)
     _write(job, start, arrays)
     return start, stop
 
@@ -272,11 +283,7 @@ class _atomic_output:
 
 
 def _report(args, shapes: dict) -> None:
-    import json
-    arrays = {key: {"shape": list(shape), "dtype": str(dtype)}
-              for key, (shape, dtype) in shapes.items()}
     if args.json:
-        print(json.dumps({"output": args.output, "arrays": arrays}))
+        print_json(written_json(args.output, shapes))
     else:
-        print(f"wrote {args.output}: " + ", ".join(
-            f"{key} {a['shape']} {a['dtype']}" for key, a in arrays.items()))
+        print(written_text(args.output, shapes))

@@ -1,16 +1,18 @@
-"""`diffdsl check`'s report for people: one line per output and input, then the verdict."""
+"""`diffdsl check`'s report for people: one line per output and input, then the verdict.
+
+The report itself (`check.check`, `Program.check`) is JSON-ready data; this only words it.
+"""
 
 from __future__ import annotations
 
 from . import domains
-
-# The statuses of a symbolic comparison, from the strongest to a mismatch.
-RANK = {"proven": 0, "numeric50": 1, "rounding": 2, "skipped": 3, "mismatch": 4}
+from .check import RANK
 
 
 def format_check(report: dict, ranges: dict | None = None) -> str:
     """Human-readable lines for a `check` report; first, where the points came from when
-    `ranges` (`domains.sampling_ranges`) says it was not the default."""
+    `ranges` (`domains.sampling_ranges`, the report's `.ranges`) says it was not the
+    default."""
     lines = [domains.describe(name, entry) for name, entry in (ranges or {}).items()
              if entry["from"] != "default"]
     outs = list(dict.fromkeys(list(report["symbolic"]) + list(report["numeric"])))

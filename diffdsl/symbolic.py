@@ -1,5 +1,5 @@
-"""SymPy export of IR graphs (`to_sympy`, `diffdsl diff`), and the language's conventions for
-SymPy's own derivatives (`oracle_diff`, used by `diffdsl check` and oracle.py).
+"""SymPy export of IR graphs (`to_sympy`, `diffdsl diff`). SymPy's own derivatives, with the
+language's conventions, are oracle.py's; printing formulas is report_formulas.py's.
 
 `to_sympy` turns outputs of a graph into SymPy expressions in one forward loop over the node
 list (never a recursion over the graph), over the atoms of sympy_atoms.py: input elements as
@@ -25,8 +25,6 @@ has n! terms).
 
 from __future__ import annotations
 
-import itertools
-import re
 import sys
 import threading
 from typing import Callable
@@ -36,11 +34,10 @@ import sympy as sp
 from . import autodiff
 from .errors import UsageError
 from .ir import Graph
-from .ops import OPS
 from .sympy_atoms import Symbols, constant, unravel
 from .sympy_ops import ALT_FUNCS, SYMPY_FUNCS, Arg, select
 
-__all__ = ["SYMPY_FUNCS", "Symbols", "constant", "oracle_diff", "select", "to_sympy", "unravel"]
+__all__ = ["SYMPY_FUNCS", "Symbols", "constant", "select", "to_sympy", "unravel"]
 
 # ---------------------------------------------------------------------------------------------
 # Size and depth
@@ -62,25 +59,6 @@ def expression_sizes(graph: Graph, cap: int) -> tuple[list[int], list[int]]:
             sizes[i] = min(cap, 1 + sum(sizes[a] for a in node.args))
             depths[i] = 1 + max(depths[a] for a in node.args)
     return sizes, depths
-
-
-PRINT_TERMS = 1_000_000  # terms of a derivative written out beyond which `diff` prints nothing
-
-
-def refuse_to_print(graph: Graph, of: str) -> None:
-    """Refuse, before any SymPy work, derivatives too big to print written out as trees.
-
-    A chain that reuses its values (a tower of 400 powers, a loop) has a graph of thousands of
-    nodes whose derivative, written out, has tens of millions of terms: minutes of SymPy and
-    a hundred megabytes of text. Naming the shared parts (`--cse`) prints the graph's size.
-    """
-    ids = [i for name, port in graph.outputs.items() if name.startswith("d:") for i in port.ids]
-    sizes, depths = expression_sizes(graph, PRINT_TERMS + 1)
-    if ids and max(sizes[i] for i in ids) > PRINT_TERMS:
-        raise UsageError(f"the derivatives of '{of}' written out have more than "
-                         f"{PRINT_TERMS:,} terms ({max(depths[i] for i in ids):,} operations "
-                         "deep)", hint="print them with --cse, which names each shared "
-                         "subexpression once, or draw the graph with `diffdsl graph --grad`")
 
 
 def graph_depth(graph: Graph, ids) -> int:
@@ -215,37 +193,7 @@ def to_sympy(graph: Graph, names=None, real: bool = True) -> dict:
 
 
 # ---------------------------------------------------------------------------------------------
-# Derivatives
-
-
-
-# The SymPy functions of the ops whose derivative the language takes as zero (sign, floor,
-# ceil): those without a pullback whose spelling is a SymPy function.
-_NONSMOOTH = tuple(getattr(sp, row.sympy) for row in OPS.values()
-                   if row.arity and row.pullback is None and row.sympy.isidentifier())
-
-
-def oracle_diff(expr: sp.Expr, symbol: sp.Symbol) -> sp.Expr:
-    """`sympy.diff`, with the language's conventions for functions that are not smooth.
-
-    SymPy gives `sign'` as `2*DiracDelta(x)` and leaves `floor'` unevaluated; the language
-    says these derivatives are 0 (they are, away from the jumps), so they are replaced by 0.
-    A derivative SymPy still cannot evaluate is left in the result (see `has_unevaluated`).
-    """
-    d = sp.diff(expr, symbol)
-    if d.has(sp.DiracDelta):
-        d = d.replace(sp.DiracDelta, lambda *args: sp.Integer(0))
-    if d.has(sp.Derivative):
-        # floor(3*x)' comes back as 3*Subs(Derivative(floor(_xi), _xi), _xi, 3*x).
-        d = d.replace(lambda e: isinstance(e, sp.Derivative) and isinstance(e.expr, _NONSMOOTH),
-                      lambda e: sp.Integer(0))
-        if d.has(sp.Subs):
-            d = d.replace(lambda e: isinstance(e, sp.Subs), lambda e: e.doit())
-    return d
-
-
-def has_unevaluated(expr: sp.Expr) -> bool:
-    return expr.has(sp.Derivative)
+# Derivatives as SymPy, element by element
 
 
 def function_exprs(graph: Graph, of: str, atom: Callable) -> list:
@@ -263,25 +211,7 @@ def jacobian_exprs(jac: Graph, wrt: list[str], atom: Callable) -> dict[str, list
 
 
 # ---------------------------------------------------------------------------------------------
-# Printing
-
-
-def _flat(value) -> list:
-    if isinstance(value, sp.NDimArray):
-        return [value[index] for index in itertools.product(*map(range, value.shape))]
-    return [value]
-
-
-def _shape(value) -> tuple:
-    return tuple(value.shape) if isinstance(value, sp.NDimArray) else ()
-
-
-def _label(name: str, index: tuple, latex: bool) -> str:
-    if not index:
-        return sp.latex(sp.Symbol(name)) if latex else name
-    if latex:
-        return sp.latex(sp.IndexedBase(name)[index])
-    return f"{name}[{', '.join(map(str, index))}]"
+# Depth of SymPy expressions
 
 
 def sympy_depth(exprs) -> int:
@@ -300,84 +230,3 @@ def sympy_depth(exprs) -> int:
                 stack.extend((a, False) for a in args if id(a) not in depth)
         deepest = max(deepest, depth[id(root)])
     return deepest
-
-
-def _deep_print(fn: Callable, derivs: dict, *args, **kwargs):
-    """Printing recurses over an expression as SymPy builds the text: deep ones (a chain of
-    300 functions) print on a thread with a stack to match."""
-    exprs = [e for value in derivs.values() for e in _flat(value)]
-    return deep_call(sympy_depth(exprs), fn, derivs, *args, **kwargs)
-
-
-def format_derivatives(derivs: dict, of: str | None = None, latex: bool = False,
-                       cse: bool = False, out_shape: tuple | None = None) -> str:
-    """One line per element, `d d / d A[0, 1] = -A[1, 0]`, for `diffdsl diff`.
-
-    `derivs` maps input name -> array of shape S + T (as `our_derivatives` returns). S, the
-    output's shape, is taken from `out_shape`, else from `derivs.out_shape`, else ().
-    `latex` prints with `sympy.latex`; `cse` first prints the subexpressions that the elements
-    share (`x0 = ...`), found by `sympy.cse` over all of them, then the elements in terms of them.
-    """
-    return _deep_print(_format_derivatives, derivs, of, latex, cse, out_shape)
-
-
-def _format_derivatives(derivs: dict, of, latex: bool, cse: bool, out_shape) -> str:
-    if of is None:
-        of = getattr(derivs, "of", "out")
-    if out_shape is None:
-        out_shape = getattr(derivs, "out_shape", ())
-    out_shape = tuple(out_shape)
-    labels, exprs = [], []
-    for name, value in derivs.items():
-        shape = _shape(value)
-        for k, expr in enumerate(_flat(value)):
-            index = unravel(k, shape)
-            labels.append((_label(of, index[:len(out_shape)], latex),
-                           _label(name, index[len(out_shape):], latex)))
-            exprs.append(sp.sympify(expr))
-    show = sp.latex if latex else str
-    lines = []
-    if cse:
-        replacements, exprs = sp.cse(exprs, symbols=sp.numbered_symbols(_cse_prefix(exprs)))
-        for sym, sub in replacements:
-            lines.append(f"{show(sym)} = {show(sub)}")
-    for (out_label, in_label), expr in zip(labels, exprs, strict=True):
-        if latex:
-            lines.append(f"\\frac{{\\partial {out_label}}}{{\\partial {in_label}}} = "
-                         f"{show(expr)}")
-        else:
-            lines.append(f"d {out_label} / d {in_label} = {show(expr)}")
-    return "\n".join(lines)
-
-
-def _cse_prefix(exprs) -> str:
-    """A letter for the CSE symbols (x0, x1, ...) that no input's name could be read as, in
-    text or in LaTeX (where x0 and x_0 both print as x_{0})."""
-    taken = {str(getattr(s, "base", s)) for e in exprs for s in e.free_symbols}
-    for prefix in ("x", "t", "u", "w", "s", "c"):
-        if not any(re.fullmatch(rf"{prefix}_?\d+", name) for name in taken):
-            return prefix
-    return "cse"
-
-
-def derivatives_json(derivs: dict) -> dict:
-    """input -> nested list (of the array's shape) of expression strings in SymPy syntax."""
-    return _deep_print(_derivatives_json, derivs)
-
-
-def _derivatives_json(derivs: dict) -> dict:
-    result = {}
-    for name, value in derivs.items():
-        shape = _shape(value)
-        strings = [str(e) for e in _flat(value)]
-        result[name] = _nest(strings, shape)
-    return result
-
-
-def _nest(flat: list, shape: tuple):
-    if not shape:
-        return flat[0]
-    if len(shape) == 1:
-        return list(flat)
-    step = len(flat) // shape[0]
-    return [_nest(flat[r * step:(r + 1) * step], shape[1:]) for r in range(shape[0])]

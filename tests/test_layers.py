@@ -6,11 +6,16 @@ count). The exceptions are that `backends/cpu.py` and `backends/cuda.py` may imp
 `backends/tape.py` beside them, and `__main__.py` runs `cli.py`. `from . import __version__`
 imports the package's `__init__` (layer 7) like any other name from it. A new module fails
 `test_every_module_has_a_layer` until it is placed in `LAYERS`.
+
+The command line (`cli.py`, `cli_*.py`) goes further: it calls the API and the report modules
+only (`CLI_MAY_IMPORT`), so whatever it needs from the modules below becomes part of the API.
 """
 
 from __future__ import annotations
 
 import ast
+import fnmatch
+import os
 import shutil
 import subprocess
 import sys
@@ -29,6 +34,7 @@ PACKAGE = ROOT / "diffdsl"
 LAYERS = {
     "errors": 0,
     "version": 0,
+    "files": 0,  # files written whole or not at all
     "limits": 0.5,  # reads the environment; raises errors' LimitError
     "progress": 0.5,  # bars on stderr (tqdm when installed)
     "special": 0.75,  # libm's lgamma, digamma as a graph: for the op table
@@ -54,7 +60,8 @@ LAYERS = {
     "sympy_ops": 3,  # each op as SymPy, from its row
     "sparsity": 3.25,  # patterns from the graph, compressed derivative graphs (autodiff)
     "symbolic": 3.5,  # exports the derivative graphs autodiff makes
-    "oracle": 3.75,  # SymPy's derivatives of an exported program beside ours
+    "report_formulas": 3.6,  # SymPy's formulas printed; below oracle, whose dicts show as LaTeX
+    "oracle": 3.75,  # SymPy's derivatives of an exported program beside ours; 50 digits
     "dot": 3,
     "backends/emit": 3,
     "backends/numba_text": 3,  # Numba's text of the rows: expressions, tape dispatch
@@ -71,15 +78,21 @@ LAYERS = {
     "engine": 5,
     "plans": 5,  # graphs on disk by source text
     "domains": 3,  # where check draws points: intervals read from a graph
-    "report": 4.9,  # check's report printed for people
     "check": 5,  # uses symbolic, autodiff and the numpy interpreter
+    "report": 5.1,  # check's report worded for people
     "objective": 5.5,  # a program as a function of a flat vector (duck-typed Program)
     "chunked": 5.5,  # Dask arrays: a kernel call per chunk (duck-typed Program)
     "sparse": 5.5,  # sparse Jacobians and Hessians of a (duck-typed) Program, by colouring
+    "calls": 5.5,  # a derivative call's extra inputs and its results, for Program
     "api": 6,
+    "report_results": 6.5,  # values, derivatives, sparse matrices, the cache: text and JSON
+    "cli_examples": 6.6,  # the examples that end each command's --help
+    "cli_specs": 6.6,  # --inputs, --seed, --domain values
+    "cli_args": 6.7,  # the argument parser
+    "cli_output": 6.7,  # stdout, --output .npz, graph -o
+    "cli_files": 6.8,  # chunked .npy and Zarr files for the command line
+    "cli_commands": 6.9,  # a function per command: the API called, the result printed
     "cli": 7,
-    "cli_examples": 7,
-    "cli_files": 7,  # chunked .npy and Zarr files for the command line
     "__main__": 7,
     "__init__": 7,
 }
@@ -88,8 +101,6 @@ LAYERS = {
 # and `python -m diffdsl` is the command line.
 ALLOWED_SAME_LAYER = {
     ("__main__", "cli"),
-    ("cli", "cli_examples"),
-    ("cli", "cli_files"),
     ("backends/cpu", "backends/tape"),
     ("backends/cuda", "backends/tape"),
     ("backends/cuda", "backends/cuda_tape"),
@@ -193,6 +204,50 @@ def test_imports_go_down(name):
     assert not bad, f"diffdsl/{name}.py: " + "; ".join(bad)
 
 
+# What the command line may import: the API, the report modules, its own modules, and the few
+# below them that know nothing of programs (errors, files, limits, progress bars, data files).
+CLI_MAY_IMPORT = ("api", "report", "report_*", "cli", "cli_*", "errors", "files", "limits",
+                  "progress", "version", "datafiles")
+
+
+def is_cli(name: str) -> bool:
+    return name == "cli" or name.startswith("cli_")
+
+
+def past_the_api(name: str) -> list[str]:
+    """The imports of command-line module `name` that reach past the API and the reports."""
+    return [f"line {line}: `{what}` imports {target}"
+            for target, line, what in imports_of(name)
+            if not any(fnmatch.fnmatchcase(target, allowed) for allowed in CLI_MAY_IMPORT)]
+
+
+@pytest.mark.parametrize("name", [n for n in module_names() if is_cli(n)])
+def test_the_command_line_calls_the_api_and_the_reports_only(name):
+    bad = past_the_api(name)
+    assert not bad, (f"diffdsl/{name}.py reaches past the API: " + "; ".join(bad) +
+                     " (make what it needs a function or method of api.py)")
+
+
+def test_a_command_line_import_past_the_api_is_caught(tmp_path, monkeypatch):
+    """The rule itself: an import planted in a copy of cli_commands.py, at the top or inside
+    a function, is reported; the copy as it is passes."""
+    fake = tmp_path / "diffdsl"
+    fake.mkdir()
+    for path in PACKAGE.glob("*.py"):
+        (fake / path.name).write_text(path.read_text(encoding="utf-8"), encoding="utf-8")
+    monkeypatch.setattr(sys.modules[__name__], "PACKAGE", fake)
+    assert past_the_api("cli_commands") == []
+    text = (fake / "cli_commands.py").read_text(encoding="utf-8")
+    (fake / "cli_commands.py").write_text(
+        text + "\n\ndef planted():\n    from .autodiff import grad\n    from . import symbolic\n",
+        encoding="utf-8")
+    found = past_the_api("cli_commands")
+    assert len(found) == 2 and "imports autodiff" in found[0] and "imports symbolic" in found[1]
+    (fake / "cli_examples.py").write_text("from .cache import KernelCache\n", encoding="utf-8")
+    assert past_the_api("cli_examples") == ["line 1: `from .cache import KernelCache` imports "
+                                            "cache"]
+
+
 def test_import_parser_sees_relative_and_nested_imports(tmp_path, monkeypatch):
     """The checker itself: relative, parent-relative, absolute and function-local imports."""
     fake = tmp_path / "diffdsl"
@@ -224,6 +279,24 @@ def test_import_diffdsl_is_light():
                             cwd=ROOT, timeout=120)
     assert result.returncode == 0, result.stderr
     assert result.stdout.strip() == "[]", f"import diffdsl loads {result.stdout.strip()}"
+
+
+def test_a_warm_command_line_run_is_light(tmp_path):
+    """`diffdsl grad` run again (its plan and kernel in the cache) loads neither Lark, SymPy
+    nor Numba: the command line imports no more than the API it calls."""
+    code = ("import sys; from diffdsl import cli; "
+            "status = cli.main(['grad', 'examples/det3.dd', "
+            "'--inputs', 'A=[[2,0,1],[1,3,2],[1,1,1]]']); "
+            "print([m for m in ('lark', 'sympy', 'numba') if m in sys.modules], file=sys.stderr); "
+            "sys.exit(status)")
+    env = dict(os.environ, DIFFDSL_CACHE_DIR=str(tmp_path))
+    env.pop("DIFFDSL_BACKEND", None)
+    runs = [subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                           cwd=ROOT, env=env, timeout=300) for _ in range(2)]
+    for run in runs:
+        assert run.returncode == 0, run.stderr
+    assert runs[0].stdout == runs[1].stdout and "\u2202d/\u2202A" in runs[1].stdout
+    assert runs[1].stderr.strip() == "[]", f"a warm run loads {runs[1].stderr.strip()}"
 
 
 def test_wheel_ships_the_grammar(tmp_path):

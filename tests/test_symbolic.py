@@ -16,10 +16,11 @@ import pytest
 import sympy as sp
 
 import diffdsl
-from diffdsl import autodiff, ops, oracle, symbolic
+from diffdsl import autodiff, ops, oracle, report_formulas, symbolic
 from diffdsl.backends import numpy as reference
-from diffdsl.check import check, format_check
+from diffdsl.check import check
 from diffdsl.ir import Builder, Port
+from diffdsl.report import format_check
 
 EXAMPLES = sorted((Path(__file__).resolve().parent.parent / "examples").glob("*.dd"))
 
@@ -342,22 +343,22 @@ def test_jacobian_modes_agree_with_the_check_points():
 def test_format_derivatives_plain_latex_and_json():
     graph = graph_of("input A[2, 2]\noutput d = A[0, 0] * A[1, 1] - A[0, 1] * A[1, 0]")
     derivs = oracle.our_derivatives(graph)
-    assert symbolic.format_derivatives(derivs).splitlines() == [
+    assert report_formulas.format_derivatives(derivs).splitlines() == [
         "d d / d A[0, 0] = A[1, 1]",
         "d d / d A[0, 1] = -A[1, 0]",
         "d d / d A[1, 0] = -A[0, 1]",
         "d d / d A[1, 1] = A[0, 0]",
     ]
-    latex = symbolic.format_derivatives(derivs, latex=True).splitlines()
+    latex = report_formulas.format_derivatives(derivs, latex=True).splitlines()
     assert latex[1] == r"\frac{\partial d}{\partial {A}_{0,1}} = - {A}_{1,0}"
-    as_json = symbolic.derivatives_json(derivs)
+    as_json = report_formulas.derivatives_json(derivs)
     assert as_json == {"A": [["A[1, 1]", "-A[1, 0]"], ["-A[0, 1]", "A[0, 0]"]]}
 
 
 def test_json_strings_are_sympy_syntax():
     graph = graph_of("input x\ninput v[2]\noutput f = exp(x * v[0]) / v[1]")
     derivs = oracle.our_derivatives(graph, real=False)
-    strings = symbolic.derivatives_json(derivs)
+    strings = report_formulas.derivatives_json(derivs)
     assert isinstance(strings["x"], str)  # a scalar output and input: one string
     names = {"x": sp.Symbol("x"), "v": sp.IndexedBase("v")}
     assert sp.sympify(strings["x"], locals=names) == derivs["x"]
@@ -367,7 +368,7 @@ def test_json_strings_are_sympy_syntax():
 
 def test_format_derivatives_of_an_array_output_labels_both_indices():
     graph = graph_of("input v[2]\noutput w = v * v[0]")
-    text = symbolic.format_derivatives(oracle.our_derivatives(graph))
+    text = report_formulas.format_derivatives(oracle.our_derivatives(graph))
     assert text.splitlines() == [
         "d w[0] / d v[0] = 2*v[0]",
         "d w[0] / d v[1] = 0",
@@ -378,15 +379,15 @@ def test_format_derivatives_of_an_array_output_labels_both_indices():
 
 def test_format_derivatives_with_cse_prints_shared_subexpressions_first():
     graph = graph_of("input x\ninput y\noutput f = sin(x * y) * exp(x * y)")
-    text = symbolic.format_derivatives(oracle.our_derivatives(graph), cse=True)
+    text = report_formulas.format_derivatives(oracle.our_derivatives(graph), cse=True)
     lines = text.splitlines()
     assert lines[0].startswith("x0 = ")
     assert lines[-2].startswith("d f / d x = ") and lines[-1].startswith("d f / d y = ")
     assert lines[-1] == "d f / d y = x*x2"
     # An input named like the CSE symbols moves them out of its way, in LaTeX too.
     graph = graph_of("input x0\noutput f = sin(x0 * x0) * exp(x0 * x0)")
-    text = symbolic.format_derivatives(oracle.our_derivatives(graph), cse=True)
+    text = report_formulas.format_derivatives(oracle.our_derivatives(graph), cse=True)
     assert text.splitlines()[0] == "t0 = x0**2"
-    latex = symbolic.format_derivatives(oracle.our_derivatives(graph), latex=True, cse=True)
+    latex = report_formulas.format_derivatives(oracle.our_derivatives(graph), latex=True, cse=True)
     assert latex.splitlines()[0] == "t_{0} = x_{0}^{2}"
     assert r"\frac{\partial f}{\partial x_{0}} = 2 x_{0}" in latex
