@@ -43,7 +43,14 @@ LAYERS = {
     "static": 2.25,  # builtins of static numbers, folded through the rows
     "values": 2.5,
     "builtins": 2.75,
-    "lower": 3.2,  # lowers while loops and derivatives inside programs through the two below
+    "deepstack": 0,  # deep recursion on a thread with a large stack: lowering, SymPy
+    "lower": 3.2,  # the state of a lowering and its dispatch to the rules of the modules below
+    "lower_statements": 3.13,  # declarations and statements; loops and ifs
+    "lower_calls": 3.13,  # calls: defs (memoised), builtins, derivatives, generators
+    "lower_exprs": 3.12,  # expressions but calls
+    "lower_names": 3.11,  # what a name means; suggestions for a misspelled one
+    "lower_static": 3.11,  # indices, slice bounds and loop ranges, which must be static
+    "lower_structure": 3.11,  # where each statement may stand
     "while_loop": 3.1,
     "inner_derivs": 3.1,  # grad(e, x) inside a program: autodiff's sweeps in the builder
     "autodiff": 3,
