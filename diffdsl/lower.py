@@ -36,7 +36,7 @@ from .lower_structure import check_blocks, check_outputs, collect_defs
 from .values import Values
 from .while_loop import lower_while
 
-__all__ = ["lower", "close_names"]
+__all__ = ["lower", "close_names"]  # close_names: the suggestions of its error messages
 
 # Lowering recurses with the syntax tree (a 10,000-term sum is 10,000 levels deep) and with
 # calls of defs (up to lower_calls.RECURSION_LIMIT): it runs on a thread with room for both.
@@ -124,6 +124,9 @@ class _Lowerer:
         for st in body:
             self.statement(st, scope)
 
+    # Calls of defs and name lookups go through the lowerer, not straight to their modules:
+    # while_loop and inner_derivs (below lower) reach them here, and every call of a def
+    # passes through this one method.
     def call(self, fn: s.Def, args: list, e: s.Call):
         """The value of the def `fn` called on `args` (memoised)."""
         return call_def(self, fn, args, e)
