@@ -47,9 +47,9 @@ def _alarm(signum, frame):
 
 def run(seconds: float, start_seed: int, keep: Path | None) -> collections.Counter:
     counts: collections.Counter = collections.Counter()
-    began = time.monotonic()
-    stop = began + seconds
-    shown = [began]
+    run_began = time.monotonic()
+    stop = run_began + seconds
+    shown = [run_began]
     signal.signal(signal.SIGALRM, _alarm)
 
     @seed(start_seed)
@@ -76,7 +76,8 @@ def run(seconds: float, start_seed: int, keep: Path | None) -> collections.Count
             _report(source, point_seed, outcome, keep)
         if time.monotonic() - shown[0] > EVERY_S:
             shown[0] = time.monotonic()
-            print(f"so far, seed {start_seed}: {_summary(counts, shown[0] - began)}", flush=True)
+            print(f"so far, seed {start_seed}: {_summary(counts, shown[0] - run_began)}",
+                  flush=True)
 
     try:
         one()
