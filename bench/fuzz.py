@@ -1,12 +1,13 @@
 """A long fuzz run: generated programs through the differential checker for a given time.
 
-    python bench/fuzz.py --seconds 600 [--seed N] [--keep failures.jsonl]
+    python bench/fuzz.py --seconds 600 [--seed N] [--jobs J] [--keep failures.jsonl]
 
 Programs come from `tests/fuzzing.py` (Hypothesis strategies over the grammar and the type
 rules); each either gives a located error or evaluates with every comparison holding (numpy
 and cpu backends, forward and reverse Jacobians, central finite differences where smooth).
 Prints the counts: programs, located errors, evaluated, disagreements, internal errors, slow
-(more than 10 s), and the rate. Every failure is printed (and kept as JSON lines with --keep).
+(more than 10 s), and the rate, at the end and every ten minutes on the way. Every failure is
+printed (and kept as JSON lines with --keep). `--jobs J` runs J processes, with seeds N, N+1, ...
 """
 
 from __future__ import annotations
@@ -28,6 +29,7 @@ from hypothesis import HealthCheck, Phase, given, seed, settings  # noqa: E402
 from hypothesis import strategies as st  # noqa: E402
 
 SLOW_S = 10.0
+EVERY_S = 600.0  # a line of counts so far, so that a run stopped early still says its counts
 HANG_S = 60  # a program still running after this is stopped and counted as slow
 
 
@@ -45,7 +47,9 @@ def _alarm(signum, frame):
 
 def run(seconds: float, start_seed: int, keep: Path | None) -> collections.Counter:
     counts: collections.Counter = collections.Counter()
-    stop = time.monotonic() + seconds
+    run_began = time.monotonic()
+    stop = run_began + seconds
+    shown = [run_began]
     signal.signal(signal.SIGALRM, _alarm)
 
     @seed(start_seed)
@@ -70,6 +74,10 @@ def run(seconds: float, start_seed: int, keep: Path | None) -> collections.Count
             outcome = fuzzing.Outcome("slow", f"{time.monotonic() - began:.1f} s")
         if outcome.kind in ("disagreement", "internal", "slow"):
             _report(source, point_seed, outcome, keep)
+        if time.monotonic() - shown[0] > EVERY_S:
+            shown[0] = time.monotonic()
+            print(f"so far, seed {start_seed}: {_summary(counts, shown[0] - run_began)}",
+                  flush=True)
 
     try:
         one()
@@ -87,21 +95,37 @@ def _report(source, point_seed, outcome, keep):
                                 "detail": outcome.detail}) + "\n")
 
 
+def _summary(counts, took: float) -> str:
+    n = counts["programs"]
+    return (f"{n} programs in {took:.0f} s ({n / max(took, 1e-9):.1f}/s): "
+            f"{counts['error']} located errors, {counts['evaluated']} evaluated, "
+            f"{counts['disagreement']} disagreements, {counts['internal']} internal errors, "
+            f"{counts['slow']} slow (>{SLOW_S:.0f} s)")
+
+
+def _job(job: tuple[float, int, Path | None]) -> collections.Counter:
+    warnings.simplefilter("ignore")  # overflow and domain warnings are the programs' own
+    return run(*job)
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--seconds", type=float, default=60.0)
     parser.add_argument("--seed", type=int, default=int.from_bytes(os.urandom(4), "little"))
     parser.add_argument("--keep", type=Path, help="append failures to this JSON-lines file")
+    parser.add_argument("--jobs", type=int, default=1, help="processes (seeds N, N+1, ...)")
     args = parser.parse_args()
-    warnings.simplefilter("ignore")  # overflow and domain warnings are the programs' own
     began = time.monotonic()
-    counts = run(args.seconds, args.seed, args.keep)
-    took = time.monotonic() - began
-    n = counts["programs"]
-    print(f"seed {args.seed}: {n} programs in {took:.0f} s ({n / took:.1f}/s): "
-          f"{counts['error']} located errors, {counts['evaluated']} evaluated, "
-          f"{counts['disagreement']} disagreements, {counts['internal']} internal errors, "
-          f"{counts['slow']} slow (>{SLOW_S:.0f} s)")
+    jobs = [(args.seconds, args.seed + k, args.keep) for k in range(args.jobs)]
+    if args.jobs == 1:
+        counts = _job(jobs[0])
+    else:
+        import multiprocessing
+
+        with multiprocessing.get_context("spawn").Pool(args.jobs) as pool:
+            counts = sum(pool.map(_job, jobs), collections.Counter())
+    seeds = f"{args.seed}" if args.jobs == 1 else f"{args.seed}..{args.seed + args.jobs - 1}"
+    print(f"seed {seeds}: {_summary(counts, time.monotonic() - began)}")
     return 1 if counts["disagreement"] or counts["internal"] or counts["slow"] else 0
 
 

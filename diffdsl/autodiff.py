@@ -221,21 +221,23 @@ def grad(graph: Graph, of: str | None = None, wrt=None) -> Graph:
     of = pick_output(graph, of)
     require_scalar(graph, of, "grad")
     wrt = pick_inputs(graph, wrt)
-    b = Builder.from_graph(graph)
-    stop = len(b.nodes)
-    active = active_nodes(b, _sources(graph, wrt))
+    b, stop, active = _sweep_start(graph, wrt)
     out = graph.outputs[of]
     ct = reverse(b, stop, active, [(out.ids[0], b.const(1.0))])
     return b.graph(dict(graph.inputs), {"value": out, **_cotangents(b, graph, wrt, ct)})
+
+
+def _sweep_start(graph: Graph, wrt: list[str]) -> tuple[Builder, int, bytearray]:
+    """A builder over the graph, where the derivative's nodes begin, and the active nodes."""
+    b = Builder.from_graph(graph)
+    return b, len(b.nodes), active_nodes(b, _sources(graph, wrt))
 
 
 def vjp(graph: Graph, of: str | None = None, wrt=None) -> Graph:
     """Reverse mode with a seed: an extra input "@seed" of the output's shape."""
     of = pick_output(graph, of)
     wrt = pick_inputs(graph, wrt)
-    b = Builder.from_graph(graph)
-    stop = len(b.nodes)
-    active = active_nodes(b, _sources(graph, wrt))
+    b, stop, active = _sweep_start(graph, wrt)
     out = graph.outputs[of]
     seed_ids = tuple(b.input(SEED, k) for k in range(out.size))
     ct = reverse(b, stop, active, list(zip(out.ids, seed_ids, strict=True)))
@@ -247,9 +249,7 @@ def jvp(graph: Graph, of: str | None = None, wrt=None) -> Graph:
     """Forward mode: extra inputs "@t:NAME" (tangents of the inputs); output "jvp"."""
     of = pick_output(graph, of)
     wrt = pick_inputs(graph, wrt)
-    b = Builder.from_graph(graph)
-    stop = len(b.nodes)
-    active = active_nodes(b, _sources(graph, wrt))
+    b, stop, active = _sweep_start(graph, wrt)
     inputs, seeds = _tangent_inputs(b, graph, wrt)
     t = forward(b, stop, active, seeds)
     out = graph.outputs[of]
@@ -269,9 +269,7 @@ def jacobian(graph: Graph, of: str | None = None, wrt=None, mode: str = "auto") 
     n_in = sum(graph.inputs[name].size for name in wrt)
     if mode == "auto":
         mode = "reverse" if out.size <= n_in else "forward"
-    b = Builder.from_graph(graph)
-    stop = len(b.nodes)
-    active = active_nodes(b, _sources(graph, wrt))
+    b, stop, active = _sweep_start(graph, wrt)
     one = b.const(1.0)
     # rows[k][input node] = d out_k / d input
     columns: dict[int, dict] = {}

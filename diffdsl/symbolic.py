@@ -25,13 +25,11 @@ has n! terms).
 
 from __future__ import annotations
 
-import sys
-import threading
 from typing import Callable
 
 import sympy as sp
 
-from . import autodiff
+from . import autodiff, deepstack
 from .errors import UsageError
 from .ir import Graph
 from .sympy_atoms import Symbols, constant, unravel
@@ -76,34 +74,13 @@ def deep_call(depth: int, fn: Callable, *args, **kwargs):
     Our loops never recurse, but SymPy recurses over an expression as it builds, prints or
     differentiates it, a few frames per level: a chain 10,000 operations deep exhausts
     Python's default limit of 1000. Past `DEEP` levels the work runs on a new thread whose
-    stack and recursion limit are sized to the depth (the limit is restored afterwards).
+    stack and recursion limit are sized to the depth (`deepstack.call`, which restores the
+    limit afterwards).
     """
     if depth <= DEEP:
         return fn(*args, **kwargs)
-    result: dict = {}
-
-    def work():
-        try:
-            result["value"] = fn(*args, **kwargs)
-        except BaseException as exc:  # noqa: B036 - re-raised on the calling thread
-            result["error"] = exc
-
-    old_limit = sys.getrecursionlimit()
-    old_stack = threading.stack_size()
-    sys.setrecursionlimit(max(old_limit, 60 * depth + 10_000))
-    try:
-        threading.stack_size(min(1 << 30, max(1 << 26, depth << 16)))
-        try:
-            thread = threading.Thread(target=work, name="diffdsl-sympy")
-            thread.start()
-        finally:
-            threading.stack_size(old_stack)
-        thread.join()
-    finally:
-        sys.setrecursionlimit(old_limit)
-    if "error" in result:
-        raise result["error"]
-    return result["value"]
+    return deepstack.call(60 * depth + 10_000, min(1 << 30, max(1 << 26, depth << 16)),
+                          fn, *args, **kwargs)
 
 
 # ---------------------------------------------------------------------------------------------

@@ -272,14 +272,15 @@ class Values:
     def getitem(self, value, index: list, span):
         if not is_array(value):
             raise ShapeError(f"cannot index {describe(value)}", span)
-        if len(index) > value.ndim:
-            raise IndexRangeError(f"too many indices: {len(index)} for an array of shape "
-                                  f"{list(value.shape)}", span)
-        key = self._numpy_index(value.shape, index)
+        key = self._numpy_index(value, index, span)
         result = value[key]
         return result
 
-    def _numpy_index(self, shape, index: list) -> tuple:
+    def _numpy_index(self, value, index: list, span) -> tuple:
+        shape = value.shape
+        if len(index) > value.ndim:
+            raise IndexRangeError(f"too many indices: {len(index)} for an array of shape "
+                                  f"{list(shape)}", span)
         key = []
         for axis, (item, span) in enumerate(index):
             dim = shape[axis]
@@ -298,10 +299,7 @@ class Values:
     def setitem(self, value, index: list, new, span):
         if not is_array(value):
             raise ShapeError(f"cannot assign to an element of {describe(value)}", span)
-        if len(index) > value.ndim:
-            raise IndexRangeError(f"too many indices: {len(index)} for an array of shape "
-                                  f"{list(value.shape)}", span)
-        key = self._numpy_index(value.shape, index)
+        key = self._numpy_index(value, index, span)
         target_shape = value[key].shape if is_array(value[key]) else ()
         if is_array(new) and new.shape != target_shape:
             raise ShapeError(f"cannot assign shape {list(new.shape)} to a part of shape "

@@ -72,3 +72,51 @@ def test_the_checker_finds_a_nan_where_the_other_mode_is_finite(monkeypatch):
     monkeypatch.setattr(diffdsl.Program, "jacobian", broken)
     outcome = check("input x\noutput y = x * x\n", 0)
     assert outcome.kind == "disagreement" and "forward" in outcome.detail
+
+
+def _plant_one_ulp(monkeypatch, shift):
+    """The cpu backend's values moved by `shift(value)`: one ulp at a jump, or a real bug."""
+    import diffdsl
+    real = diffdsl.Program.evaluate
+
+    def moved(self, inputs, *args, backend=None, **kwargs):
+        if backend == "cpu":
+            inputs = {n: shift(np.asarray(v, dtype=float)) for n, v in inputs.items()}
+        return real(self, inputs, *args, backend=backend, **kwargs)
+
+    monkeypatch.setattr(diffdsl.Program, "evaluate", moved)
+
+
+STEP = "input x\noutput y = ceil(x) + x\n"
+
+
+def test_one_ulp_at_a_jump_is_rounding_not_a_disagreement(monkeypatch):
+    """On the grid x is an integer, so one ulp more in one backend moves ceil(x) by 1; off
+    the grid the backends agree (two libms may differ in the last bit, as NumPy's SIMD cbrt
+    and glibc's do)."""
+    import fuzzing
+
+    _plant_one_ulp(monkeypatch, lambda v: np.where(v == np.round(v), np.nextafter(v, 9), v))
+    prog = __import__("diffdsl").compile(STEP)
+    point = {"x": np.array(2.0)}
+    assert fuzzing._values_disagree(prog, point, None) is not None
+    assert fuzzing._rounding_at_a_step(prog, point, np.random.default_rng(0),
+                                       lambda p: fuzzing._values_disagree(prog, p, None))
+
+
+def test_a_wrong_kernel_at_a_jump_still_disagrees(monkeypatch):
+    import fuzzing
+
+    _plant_one_ulp(monkeypatch, lambda v: v + 0.5)
+    prog = __import__("diffdsl").compile(STEP)
+    point = {"x": np.array(2.0)}
+    assert not fuzzing._rounding_at_a_step(prog, point, np.random.default_rng(0),
+                                           lambda p: fuzzing._values_disagree(prog, p, None))
+
+
+def test_without_a_jump_one_ulp_is_never_excused(monkeypatch):
+    import fuzzing
+
+    prog = __import__("diffdsl").compile("input x\noutput y = exp(x)\n")
+    assert not fuzzing._rounding_at_a_step(prog, {"x": np.array(2.0)},
+                                           np.random.default_rng(0), lambda p: "differs")

@@ -28,9 +28,9 @@ ROOT = Path(__file__).resolve().parent.parent
 PACKAGE = ROOT / "diffdsl"
 
 # Module path (relative to diffdsl/, without .py) -> layer. `values` and `builtins` are
-# helpers of `lower`: below it, above `ir`, `ops` and `errors`; `builtins` works on the values
-# of `values`, so it sits just above it. A package's `__init__` sits just above the modules it
-# may gather.
+# helpers of `lower`: below it, above `ir`, `ops` and `errors`; `builtins` (and the two
+# modules it gathers) works on the values of `values`, so it sits just above it. A package's
+# `__init__` sits just above the modules it may gather.
 LAYERS = {
     "errors": 0,
     "version": 0,
@@ -49,8 +49,17 @@ LAYERS = {
     "ir": 2,
     "static": 2.25,  # builtins of static numbers, folded through the rows
     "values": 2.5,
-    "builtins": 2.75,
-    "lower": 3.2,  # lowers while loops and derivatives inside programs through the two below
+    "builtins_common": 2.6,  # argument checks; scalar arithmetic that folds static operands
+    "builtins_linalg": 2.7,  # dot, transpose, trace, minor, det, inv, solve, cholesky
+    "builtins": 2.75,  # the table of builtins: elementwise, reductions, shapes, and the above
+    "deepstack": 0,  # deep recursion on a thread with a large stack: lowering, SymPy
+    "lower": 3.2,  # the state of a lowering and its dispatch to the rules of the modules below
+    "lower_statements": 3.13,  # declarations and statements; loops and ifs
+    "lower_calls": 3.13,  # calls: defs (memoised), builtins, derivatives, generators
+    "lower_exprs": 3.12,  # expressions but calls
+    "lower_names": 3.11,  # what a name means; suggestions for a misspelled one
+    "lower_static": 3.11,  # indices, slice bounds and loop ranges, which must be static
+    "lower_structure": 3.11,  # where each statement may stand
     "while_loop": 3.1,
     "inner_derivs": 3.1,  # grad(e, x) inside a program: autodiff's sweeps in the builder
     "autodiff": 3,
