@@ -20,7 +20,6 @@ import os
 import shutil
 import tempfile
 import threading
-import uuid
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -90,7 +89,7 @@ def run(args, prog: api.Program, kind: str, of, inputs: dict, wrt=None, tangents
     _check_target(target, fmt)
     if args.chunk is not None and args.chunk < 1:
         raise UsageError("--chunk must be at least 1 row")
-    job = Job(prog, uuid.uuid4().hex, kind, of, wrt,
+    job = Job(prog, os.urandom(16).hex(), kind, of, wrt,
               {n: _source(v, prog.inputs.get(n)) for n, v in inputs.items()},
               None if tangents is None else
               {n: _source(v, prog.inputs.get(n)) for n, v in tangents.items()},
