@@ -171,8 +171,16 @@ def _complements(b: Builder, g: int, h: int) -> bool:
 
 def forward(b: Builder, stop: int, active: bytearray, tangents: dict[int, int],
             start: int = 0) -> dict:
-    """Forward sweep over nodes in [start, stop): tangent node of every node reached."""
+    """Forward sweep over nodes in [start, stop): tangent node of every node reached.
+
+    The mirror of `reverse`'s guards: beside each tangent, the condition under which it may be
+    nonzero (None: always). A select's tangent takes the branch's tangent, so where the branch
+    taken carries none the tangent is exactly 0; a partial derivative that is infinite there
+    (`cbrt'(0)` of a value the select made constant) must not meet that 0 as 0 * inf = NaN,
+    so each part a guarded tangent sends on is wrapped in `select(guard, part, 0)`.
+    """
     t = dict(tangents)
+    guard: dict[int, int | None] = dict.fromkeys(tangents)
     for i in range(start, stop):
         if i in t or not active[i]:
             continue
@@ -183,20 +191,55 @@ def forward(b: Builder, stop: int, active: bytearray, tangents: dict[int, int],
         ts = [t.get(a) for a in node.args]
         if all(x is None for x in ts):
             continue
+        gs = [guard.get(a) if x is not None else None for a, x in zip(node.args, ts, strict=True)]
         if row.tangent is not None:
             result = row.tangent(b, node.args, i, ts)
+            here = _routed_guard(b, result, ts, gs) if row.routes else _any_guard(b, ts, gs)
         else:
             result = None
             for k, tk in enumerate(ts):
                 if tk is None:
                     continue
                 part = row.pullback(b, node.args, i, tk)[k]
-                if part is None:
+                if part is None or b.value(part) == 0.0:
                     continue
+                if gs[k] is not None and not row.copies:
+                    part = b.select(gs[k], part, b.const(0.0))
                 result = part if result is None else b.add(result, part)
+            here = _any_guard(b, ts, gs)
         if result is not None and b.value(result) != 0.0:
             t[i] = result
+            guard[i] = here
     return t
+
+
+def _any_guard(b: Builder, ts: list, gs: list) -> int | None:
+    """The guard of a sum of parts: nonzero where any part may be."""
+    present = [g for x, g in zip(ts, gs, strict=True) if x is not None]
+    out = present[0]
+    for g in present[1:]:
+        out = _either(b, out, g)
+    return out
+
+
+def _routed_guard(b: Builder, result: int, ts: list, gs: list) -> int | None:
+    """The guard of a routing op's tangent `select(c, x, y)`: c where x may be nonzero, not c
+    where y may be."""
+    node = b.nodes[result]
+    if node.op != "select":
+        return _any_guard(b, ts, gs)
+    cond, x, y = node.args
+
+    def side(v):  # False: the branch carries no tangent
+        if b.value(v) == 0.0:
+            return False
+        return next((g for tk, g in zip(ts, gs, strict=True) if tk == v), None)
+
+    parts = [_both(b, c, g) for c, g in ((cond, side(x)), (b.op("not", cond), side(y)))
+             if g is not False]
+    if not parts:
+        return None
+    return parts[0] if len(parts) == 1 else _either(b, parts[0], parts[1])
 
 
 def _zero_or(b: Builder, table: dict, i: int) -> int:
