@@ -107,8 +107,13 @@ def cmd_diff(args) -> int:
     from . import report_formulas
     prog = api.load(args.file)
     of = prog.output_name(args.of)
+    jac = prog.derivative("jacobian", of, wrt_of(args))
     if args.json or not args.cse:  # JSON writes every element out in full
-        report_formulas.refuse_to_print(prog.derivative("jacobian", of, wrt_of(args)), of)
+        report_formulas.refuse_to_print(jac, of)
+    elif report_formulas.needs_graph_cse(jac):
+        print(report_formulas.format_graph_cse(jac, of, prog.outputs[of], latex=args.latex,
+                                               simplify=args.simplify))
+        return EXIT_OK
     derivs = prog.symbolic_jacobian(of=of, wrt=wrt_of(args), simplify=args.simplify)
     if args.json:
         print_json({"of": of, "derivatives": report_formulas.derivatives_json(derivs)})

@@ -12,6 +12,7 @@ on a thread with a stack to match (`symbolic.deep_call`).
 from __future__ import annotations
 
 import itertools
+import math
 import re
 from typing import Callable
 
@@ -19,10 +20,13 @@ import sympy as sp
 
 from .errors import UsageError
 from .ir import Graph
-from .symbolic import deep_call, expression_sizes, sympy_depth
-from .sympy_atoms import unravel
+from .symbolic import deep_call, export_shared, expression_sizes, sympy_depth
+from .sympy_atoms import Symbols, unravel
 
 PRINT_TERMS = 1_000_000  # terms of a derivative written out beyond which `diff` prints nothing
+# Terms beyond which `diff --cse` names the graph's shared nodes instead of calling sympy.cse,
+# whose time grows with the trees written out (0.03 s at 76,000 terms, 8 s at 4 million).
+CSE_TERMS = 100_000
 
 
 def refuse_to_print(graph: Graph, of: str) -> None:
@@ -32,13 +36,17 @@ def refuse_to_print(graph: Graph, of: str) -> None:
     nodes whose derivative, written out, has tens of millions of terms: minutes of SymPy and
     a hundred megabytes of text. Naming the shared parts (`--cse`) prints the graph's size.
     """
-    ids = [i for name, port in graph.outputs.items() if name.startswith("d:") for i in port.ids]
     sizes, depths = expression_sizes(graph, PRINT_TERMS + 1)
+    ids = _derivative_ids(graph)
     if ids and max(sizes[i] for i in ids) > PRINT_TERMS:
         raise UsageError(f"the derivatives of '{of}' written out have more than "
                          f"{PRINT_TERMS:,} terms ({max(depths[i] for i in ids):,} operations "
                          "deep)", hint="print them with --cse, which names each shared "
                          "subexpression once, or draw the graph with `diffdsl graph --grad`")
+
+
+def _derivative_ids(graph: Graph) -> list[int]:
+    return [i for name, port in graph.outputs.items() if name.startswith("d:") for i in port.ids]
 
 
 def _flat(value) -> list:
@@ -86,18 +94,27 @@ def _format_derivatives(derivs: dict, of, latex: bool, cse: bool, out_shape) -> 
     out_shape = tuple(out_shape)
     labels, exprs = [], []
     for name, value in derivs.items():
-        shape = _shape(value)
-        for k, expr in enumerate(_flat(value)):
-            index = unravel(k, shape)
-            labels.append((_label(of, index[:len(out_shape)], latex),
-                           _label(name, index[len(out_shape):], latex)))
-            exprs.append(sp.sympify(expr))
-    show = sp.latex if latex else str
-    lines = []
+        labels += _labels(of, name, out_shape, _shape(value), latex)
+        exprs += [sp.sympify(expr) for expr in _flat(value)]
+    replacements = []
     if cse:
         replacements, exprs = sp.cse(exprs, symbols=sp.numbered_symbols(_cse_prefix(exprs)))
-        for sym, sub in replacements:
-            lines.append(f"{show(sym)} = {show(sub)}")
+    return _lines(labels, exprs, replacements, latex)
+
+
+def _labels(of: str, name: str, out_shape: tuple, shape: tuple, latex: bool) -> list:
+    """(output element, input element) labels of a derivative of shape `shape`."""
+    result = []
+    for k in range(math.prod(shape)):
+        index = unravel(k, shape)
+        result.append((_label(of, index[:len(out_shape)], latex),
+                       _label(name, index[len(out_shape):], latex)))
+    return result
+
+
+def _lines(labels: list, exprs: list, replacements: list, latex: bool) -> str:
+    show = sp.latex if latex else str
+    lines = [f"{show(sym)} = {show(sub)}" for sym, sub in replacements]
     for (out_label, in_label), expr in zip(labels, exprs, strict=True):
         if latex:
             lines.append(f"\\frac{{\\partial {out_label}}}{{\\partial {in_label}}} = "
@@ -105,6 +122,41 @@ def _format_derivatives(derivs: dict, of, latex: bool, cse: bool, out_shape) -> 
         else:
             lines.append(f"d {out_label} / d {in_label} = {show(expr)}")
     return "\n".join(lines)
+
+
+def needs_graph_cse(jac: Graph) -> bool:
+    """Whether `diff --cse` must name the graph's shared nodes itself: `sympy.cse` walks the
+    trees written out, which a loop's derivative makes astronomically big."""
+    sizes, _ = expression_sizes(jac, CSE_TERMS + 1)
+    ids = _derivative_ids(jac)
+    return bool(ids) and max(sizes[i] for i in ids) > CSE_TERMS
+
+
+def format_graph_cse(jac: Graph, of: str, out_shape: tuple, latex: bool = False,
+                     simplify: bool = False) -> str:
+    """`diff --cse` for a derivative graph whose trees are too big for `sympy.cse`: every node
+    that two others use is named once (`x0 = ...`), in the graph's order, and the elements
+    are written in terms of those names. Linear in the graph's size."""
+    syms = Symbols(jac)
+    wrt = [name for name in jac.outputs if name.startswith("d:")]
+    atoms = [a for values in syms.public.values() for a in values]
+    names = sp.numbered_symbols(_cse_prefix(atoms))
+    ids = _derivative_ids(jac)
+    replacements, exprs = export_shared(jac, ids, lambda name, k: syms.public[name][k], names)
+    labels = []
+    for name in wrt:
+        labels += _labels(of, name[2:], tuple(out_shape), jac.outputs[name].shape, latex)
+    flat = [exprs[i] for i in ids]
+    depth = sympy_depth([sub for _, sub in replacements] + flat)
+    return deep_call(depth, _print_named, labels, flat, replacements, latex, simplify)
+
+
+def _print_named(labels: list, exprs: list, replacements: list, latex: bool,
+                 simplify: bool) -> str:
+    if simplify:  # each part on its own: the whole is what could not be written out
+        replacements = [(sym, sp.simplify(sub)) for sym, sub in replacements]
+        exprs = [sp.simplify(e) for e in exprs]
+    return _lines(labels, exprs, replacements, latex)
 
 
 def _cse_prefix(exprs) -> str:

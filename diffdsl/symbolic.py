@@ -45,6 +45,7 @@ DEEP = 150  # expression depth beyond which SymPy work runs on a thread with a l
 # evaluating Add, Mul and Pow asks uncached questions that recurse to the bottom of their
 # arguments (`is_polynomial`, `is_number`), so a chain of n evaluated ops costs n**2.
 UNEVALUATED_DEPTH = 400
+INLINE_DEPTH = 30  # operations deep beyond which `export_shared` names a part of a formula
 
 
 def expression_sizes(graph: Graph, cap: int) -> tuple[list[int], list[int]]:
@@ -93,13 +94,45 @@ def export_nodes(graph: Graph, ids, atom: Callable) -> dict[int, sp.Expr]:
     `atom(name, k)` gives the symbol of element `k` of input `name`. Expressions deeper than
     `UNEVALUATED_DEPTH` are built unevaluated: the tree of the graph as it is, `x*x` not `x**2`.
     """
-    if graph_depth(graph, ids) > UNEVALUATED_DEPTH:
-        with sp.evaluate(False):
-            return _export_nodes(graph, ids, atom)
-    return _export_nodes(graph, ids, atom)
+    return _export(graph, ids, atom, frozenset(), None, graph_depth(graph, ids))
 
 
-def _export_nodes(graph: Graph, ids, atom: Callable) -> dict[int, sp.Expr]:
+def export_shared(graph: Graph, ids, atom: Callable, symbols) -> tuple[list, dict]:
+    """`export_nodes` with every node that two or more nodes (or outputs) use named once:
+    `(assignments, exprs)`, where `assignments` are `(symbol, expression)` pairs in the order
+    of the graph, each in terms of earlier symbols, and `exprs` are the nodes `ids` in terms
+    of them. Symbols come from the iterator `symbols`.
+
+    Linear in the graph, where `sympy.cse` works on the trees written out: a loop's derivative
+    graph of a few hundred nodes can stand for 10**10 terms (RK4 steps), which no tree
+    algorithm gets through. A condition used twice is named as well (`x3 = (x1 > 0) & x2`).
+    """
+    nodes = graph.nodes
+    live = _live(graph, ids)
+    users = [0] * len(nodes)
+    for i in ids:
+        users[i] += 1
+    for i, node in enumerate(nodes):
+        if live[i]:
+            for a in set(node.args):
+                users[a] += 1
+    # Named too: a chain of single uses deeper than INLINE_DEPTH, cut there, so that no one
+    # formula is deep (SymPy's evaluation of a deep Add or Piecewise walks all of it).
+    shared = set()
+    depths = [1] * len(nodes)
+    for i, node in enumerate(nodes):
+        if not live[i] or node.op in ("const", "input"):
+            continue
+        depths[i] = 1 + max((1 if a in shared else depths[a]) for a in node.args)
+        if users[i] > 1 or depths[i] > INLINE_DEPTH:
+            shared.add(i)
+    assignments: list = []
+    exprs = _export(graph, ids, atom, frozenset(shared), (symbols, assignments), INLINE_DEPTH)
+    return assignments, exprs
+
+
+def _live(graph: Graph, ids) -> bytearray:
+    """1 for every node that the nodes `ids` reach."""
     nodes = graph.nodes
     live = bytearray(len(nodes))
     for i in ids:
@@ -108,6 +141,20 @@ def _export_nodes(graph: Graph, ids, atom: Callable) -> dict[int, sp.Expr]:
         if live[i]:
             for a in nodes[i].args:
                 live[a] = 1
+    return live
+
+
+def _export(graph: Graph, ids, atom: Callable, shared: frozenset, naming, depth: int) -> dict:
+    if depth > UNEVALUATED_DEPTH:
+        with sp.evaluate(False):
+            return _export_nodes(graph, ids, atom, shared, naming)
+    return _export_nodes(graph, ids, atom, shared, naming)
+
+
+def _export_nodes(graph: Graph, ids, atom: Callable, shared: frozenset,
+                  naming) -> dict[int, sp.Expr]:
+    nodes = graph.nodes
+    live = _live(graph, ids)
     exprs: list = [None] * len(nodes)
     alts: list = [None] * len(nodes)  # None: the same as exprs[i]
     rels: dict[int, object] = {}
@@ -126,6 +173,8 @@ def _export_nodes(graph: Graph, ids, atom: Callable) -> dict[int, sp.Expr]:
         result = SYMPY_FUNCS[name](args)
         # A Symbol is a Boolean too in SymPy; a condition is a Boolean that is no Expr.
         if isinstance(result, sp.logic.boolalg.Boolean) and not isinstance(result, sp.Expr):
+            if i in shared and naming is not None and not result.is_Atom:
+                result = _name(naming, result)  # a Symbol is a condition too
             rels[i] = result
             exprs[i] = sp.Piecewise((sp.Integer(1), result), (sp.Integer(0), True))
             if isinstance(exprs[i], sp.Piecewise):
@@ -137,7 +186,19 @@ def _export_nodes(graph: Graph, ids, atom: Callable) -> dict[int, sp.Expr]:
                 alts[i] = ALT_FUNCS[name](args)
         elif any(alts[a] is not None for a in node.args):
             alts[i] = SYMPY_FUNCS[name]([Arg(g.alt, g.alt, g.rel) for g in args])
+        # A select is named wherever it is: Piecewise walks the Piecewises in its arguments.
+        if naming is not None and not result.is_Atom and (i in shared or
+                                                          isinstance(result, sp.Piecewise)):
+            exprs[i] = _name(naming, result)
+            alts[i] = None
     return {i: exprs[i] for i in ids}
+
+
+def _name(naming, expr):
+    symbols, assignments = naming
+    symbol = next(symbols)
+    assignments.append((symbol, expr))
+    return symbol
 
 
 def shaped(flat: list, shape: tuple):
