@@ -444,6 +444,9 @@ def _intermediates_finite(prog, point, graph) -> bool:
     return all(np.all(np.isfinite(v)) for v in values.values())
 
 
+FINE = 1e-4  # the third step, as a fraction of the first
+
+
 def _finite_differences(prog, point, jac, rng, of) -> Outcome:
     direction = {n: rng.normal(size=np.shape(v)) for n, v in point.items()}
     # J·d for each element of y (y may be an array when a mutation made it one)
@@ -454,16 +457,21 @@ def _finite_differences(prog, point, jac, rng, of) -> Outcome:
         return np.asarray(prog.evaluate(moved, backend="numpy")[of], dtype=float)
 
     h = 1e-4
-    at = {t: y(t) for t in (-h, -h / 2, 0.0, h / 2, h)}
+    at = {t: y(t) for t in (-h, -h / 2, 0.0, h / 2, h, -FINE * h, FINE * h)}
     if not all(np.all(np.isfinite(v)) for v in at.values()):
         return Outcome("evaluated", "finite differences skipped: not finite")
     central = [(at[h] - at[-h]) / (2 * h), (at[h / 2] - at[-h / 2]) / h]
     left, right = (at[0.0] - at[-h / 2]) / (h / 2), (at[h / 2] - at[0.0]) / (h / 2)
+    fine = (at[FINE * h] - at[-FINE * h]) / (2 * FINE * h)
     scale = 1 + np.abs(along) + np.abs(central[1])
-    # Smooth here: two step sizes agree (no jump nearby) and so do the slopes on either side
-    # (no kink at the point, where central differences average the two slopes).
+    rounding = 1e-6 * (1 + np.abs(at[0.0]))  # fine's rounding error: 2e-8 of |y|
+    # Smooth here: two step sizes agree (no jump nearby), so do the slopes on either side
+    # (no kink at the point, where central differences average the two slopes), and so does
+    # a step 10**4 times finer: `ceil(x ** -2)` near x = 0.04 jumps every 4e-5, so at the
+    # step sizes above its staircase looks like a line of slope -20000, and is flat between.
     if np.any(np.abs(central[0] - central[1]) > 1e-5 * scale) or \
-            np.any(np.abs(left - right) > 1e-2 * scale):
+            np.any(np.abs(left - right) > 1e-2 * scale) or \
+            np.any(np.abs(fine - central[1]) > 1e-3 * scale + rounding):
         return Outcome("evaluated", "finite differences skipped: not smooth here")
     if np.any(np.abs(along - central[1]) > 1e-4 * scale):
         return Outcome("disagreement", f"Jacobian along a direction {along!r} vs central "

@@ -158,3 +158,31 @@ def test_the_long_run_ends_with_its_counts_when_its_time_is_up():
     assert fuzz._time_up(group("flaky", [fuzz.TimeUp(), group("replayed", [fuzz.TimeUp()])]))
     assert not fuzz._time_up(group("flaky", [fuzz.TimeUp(), ValueError("a real failure")]))
     assert not fuzz._time_up(ValueError())
+
+
+STAIRCASE = ("input v[2]\ninput A[2, 2]\nconst c = 1e1\nt0 = lgamma(A[0, 0])\n"
+             "output y = ceil((A[0, 0]) ** (-2))\n")
+
+
+def test_a_staircase_finer_than_the_difference_step_is_not_smooth():
+    """ceil(a ** -2) near a = 0.045 jumps every 4e-5: at the steps 1e-4 and 5e-5 both central
+    differences see a line of slope -20000, while the derivative between the jumps is 0
+    (found by the long run, point seed 259). A step 10**4 times finer sees it flat."""
+    import fuzzing
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        outcome = fuzzing.check(STAIRCASE, 259)
+    assert outcome.kind == "evaluated", outcome.detail
+
+
+def test_a_wrong_slope_is_still_found_with_the_finer_step():
+    """The finer step excuses only what is flat at its scale: a derivative off by 1% on a
+    smooth function is still a disagreement."""
+    import fuzzing
+
+    import diffdsl
+    prog = diffdsl.compile("input x\noutput y = exp(x) * 50\n")
+    point = {"x": np.array(0.3)}
+    jac = {"x": prog.jacobian(of="y", **point)["x"] * 1.01}
+    outcome = fuzzing._finite_differences(prog, point, jac, np.random.default_rng(0), "y")
+    assert outcome.kind == "disagreement"
