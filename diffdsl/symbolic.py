@@ -127,7 +127,8 @@ def export_shared(graph: Graph, ids, atom: Callable, symbols) -> tuple[list, dic
         if users[i] > 1 or depths[i] > INLINE_DEPTH:
             shared.add(i)
     assignments: list = []
-    exprs = _export(graph, ids, atom, frozenset(shared), (symbols, assignments), INLINE_DEPTH)
+    exprs = _export(graph, ids, atom, frozenset(shared), (symbols, assignments), INLINE_DEPTH,
+                    live)
     return assignments, exprs
 
 
@@ -144,17 +145,18 @@ def _live(graph: Graph, ids) -> bytearray:
     return live
 
 
-def _export(graph: Graph, ids, atom: Callable, shared: frozenset, naming, depth: int) -> dict:
+def _export(graph: Graph, ids, atom: Callable, shared: frozenset, naming, depth: int,
+            live: bytearray | None = None) -> dict:
+    live = _live(graph, ids) if live is None else live
     if depth > UNEVALUATED_DEPTH:
         with sp.evaluate(False):
-            return _export_nodes(graph, ids, atom, shared, naming)
-    return _export_nodes(graph, ids, atom, shared, naming)
+            return _export_nodes(graph, atom, shared, naming, live, ids)
+    return _export_nodes(graph, atom, shared, naming, live, ids)
 
 
-def _export_nodes(graph: Graph, ids, atom: Callable, shared: frozenset,
-                  naming) -> dict[int, sp.Expr]:
+def _export_nodes(graph: Graph, atom: Callable, shared: frozenset, naming, live: bytearray,
+                  ids) -> dict[int, sp.Expr]:
     nodes = graph.nodes
-    live = _live(graph, ids)
     exprs: list = [None] * len(nodes)
     alts: list = [None] * len(nodes)  # None: the same as exprs[i]
     rels: dict[int, object] = {}
