@@ -14,7 +14,7 @@ import time
 from lowering import SOURCE  # the recursive determinant, beside this file
 
 import diffdsl
-from diffdsl.check import check
+from diffdsl.symbolic.check import check
 
 
 def main() -> None:

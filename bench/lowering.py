@@ -11,8 +11,8 @@ import argparse
 import math
 import time
 
-from diffdsl.lower import lower
-from diffdsl.parse import parse
+from diffdsl.language.lower import lower
+from diffdsl.language.parse import parse
 
 SOURCE = """\
 const n = {n}

@@ -35,7 +35,7 @@ import numpy as np
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
-from diffdsl.cli_files import CHUNK_BYTES  # noqa: E402
+from diffdsl.cli.files import CHUNK_BYTES  # noqa: E402
 
 DET3 = ROOT / "examples" / "det3.dd"
 ROW_IN, ROW_OUT = 72, 80  # bytes a row: A; det and its 3x3 gradient

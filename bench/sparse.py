@@ -104,7 +104,7 @@ def derivative(method: str, problem: str, n: int):
             fn = jax.jit(jax.hessian(f))
         return (lambda x: np.asarray(fn(x))), n
     import diffdsl
-    from diffdsl import sparse
+    from diffdsl.runtime import sparse
     source = (BROYDEN if problem == "broyden" else ROSENBROCK).format(n=n)
     prog = diffdsl.compile(source, backend="cpu")
     kind = "jacobian" if problem == "broyden" else "hessian"

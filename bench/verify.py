@@ -24,7 +24,7 @@ from common import det_source, machine, per_call, table, uniform_draw
 
 import diffdsl
 from diffdsl.backends import cpu, native
-from diffdsl.ir import Graph, verify
+from diffdsl.graph.ir import Graph, verify
 
 
 def _seconds(fn, repeats: int = 5) -> float:

@@ -2,7 +2,7 @@
 
     python bench/while_cost.py [--steps 10 100 1000] [--markdown]
 
-A `while` loop is unrolled N times with a running flag (diffdsl/while_loop.py), so every cost
+A `while` loop is unrolled N times with a running flag (diffdsl/language/lower/while_loop.py), so every cost
 should grow linearly in N and in the size of the body. Two bodies: a Newton step for the
 square root, written out, and the same step with its derivative taken inside the program by
 `grad(e, r)`. Each row is one fresh compilation; the CPU build is of the gradient graph (text
@@ -16,10 +16,10 @@ import time
 
 from common import machine, table
 
-from diffdsl import autodiff
 from diffdsl.backends import cpu
-from diffdsl.lower import lower
-from diffdsl.parse import parse
+from diffdsl.graph import autodiff
+from diffdsl.language.lower import lower
+from diffdsl.language.parse import parse
 
 BODIES = {
     "newton": "r = r - (r * r - c) / (2 * r)",

@@ -4,11 +4,12 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from . import autodiff, calls, chunked, engine
 from . import limits as limits_
-from .engine import BACKENDS, DTYPES, Engine, Stats
 from .errors import UsageError
-from .ir import Graph, prune
+from .graph import autodiff
+from .graph.ir import Graph, prune
+from .runtime import calls, chunked, engine
+from .runtime.engine import BACKENDS, DTYPES, Engine, Stats
 
 __all__ = ["BACKENDS", "DTYPES", "Program", "cache_clear", "cache_info", "compile", "load"]
 
@@ -42,14 +43,14 @@ def compile(source: str, filename: str = "<string>", backend: str = "auto",
 def _compile(source, filename, backend, dtype, cache, limits) -> Program:
     plans = None
     if cache:
-        from .plans import PlanStore
+        from .runtime.plans import PlanStore
         plans = PlanStore(source, filename)
         graph = plans.graph("program")
         if graph is not None:  # a warm start: no parsing, lowering or autodiff
             return Program(graph, filename=filename, backend=backend, dtype=dtype, cache=cache,
                            plans=plans, built=False, limits=limits, source=source)
-    from .lower import lower  # Lark loads here, not at `import diffdsl`
-    from .parse import parse
+    from .language.lower import lower  # Lark loads here, not at `import diffdsl`
+    from .language.parse import parse
     graph = lower(parse(source, filename, cache=cache))
     if plans is not None:
         plans.remember("program", graph)
@@ -170,7 +171,7 @@ class Program:
     def sparsity(self, *, of: str | None = None, wrt=None, hessian: bool = False):
         """The pattern of the Jacobian of `of` (or, `hessian=True`, of its Hessian) from the
         graph: a boolean `scipy.sparse.csr_matrix` shaped as `jacobian(..., sparse=True)`."""
-        from . import sparse
+        from .runtime import sparse
         return sparse.pattern_matrix(self, of, wrt, hessian)
 
     def hvp(self, tangents: dict, values: dict | None = None, /, *, of: str | None = None,
@@ -203,7 +204,7 @@ class Program:
         the same name (`sparse=True`: a CSR matrix, a list of them for a batch).
         """
         if sparse:
-            from . import sparse as sparse_
+            from .runtime import sparse as sparse_
             return sparse_.value_and(self, kind, inputs, of=of, wrt=wrt, mode=mode,
                                      backend=backend, dtype=dtype)
         given, wrt = calls.derivative_inputs(self.graph, kind, inputs, wrt, seed, tangents)
@@ -219,7 +220,7 @@ class Program:
         at the values given. `o.hess` is a CSR matrix with `sparse=True`, an array with
         `sparse=False`, and by default CSR where the Hessian is large and sparse (see
         `objective.SPARSE_ROWS`, `objective.SPARSE_DENSITY`)."""
-        from .objective import Objective
+        from .runtime.objective import Objective
         out = autodiff.pick_output(self.graph, of)
         wrt = autodiff.pick_inputs(self.graph, wrt)
         given = _merge(values, inputs)
@@ -247,7 +248,7 @@ class Program:
         """The outputs as formulas (Jupyter shows them), for programs small enough to print."""
         if len(self.graph.nodes) > 200:
             return None
-        from .report_formulas import outputs_latex
+        from .symbolic.formulas import outputs_latex
         return outputs_latex(self.to_sympy())
 
     def __reduce__(self):
@@ -266,7 +267,7 @@ class Program:
         "numeric"}`, whose `.ranges` says where each input's points were drawn from.
         `domain={"x": (low, high)}` draws input x's elements from [low, high); the others
         from ranges inside the domains of the program's functions."""
-        from . import check
+        from .symbolic import check
         if points < 1:
             raise UsageError(f"check needs points >= 1, got {points}")
         return check.check(self.graph, points=points, seed=seed, domain=domain)
@@ -274,7 +275,7 @@ class Program:
     def to_dot(self, of: str | None = None, grad: bool = False) -> str:
         """The graph as Graphviz DOT text: every output's, or output `of`'s alone; with
         `grad=True`, the graph of `of`'s value and gradient."""
-        from .dot import to_dot
+        from .graph.dot import to_dot
         if grad:
             graph = self.derivative("grad", of)
         elif of is not None:
@@ -306,7 +307,8 @@ class Program:
         is empty): the Jacobian of an output as formulas, each simplified by SymPy with
         `simplify=True` (which can be slow). A dict that Jupyter shows as LaTeX
         (`oracle.Derivatives`)."""
-        from . import oracle, symbolic
+        from .symbolic import export as symbolic
+        from .symbolic import oracle
         out = autodiff.pick_output(self.graph, of)
         graph = self.derivative("jacobian", of, wrt)
         exprs = calls.by_input(symbolic.to_sympy(graph))
@@ -318,7 +320,7 @@ class Program:
 
     def to_sympy(self) -> dict:
         """`{output: SymPy expression or Array}`."""
-        from . import symbolic
+        from .symbolic import export as symbolic
         return symbolic.to_sympy(self.graph)
 
     def derivative(self, kind: str, of=None, wrt=None, mode: str = "auto") -> Graph:

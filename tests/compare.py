@@ -18,7 +18,7 @@ import pytest
 
 import diffdsl
 from diffdsl.backends import cpu, cuda
-from diffdsl.engine import BACKENDS as REGISTERED
+from diffdsl.runtime.engine import BACKENDS as REGISTERED
 
 REFERENCE = "numpy"
 _THRESHOLDS = {"cpu": cpu, "cuda": cuda}  # backends with a tape above a size

@@ -36,8 +36,8 @@ import numpy as np
 from hypothesis import strategies as st
 
 import diffdsl
-from diffdsl.builtins import BUILTINS
 from diffdsl.errors import DiffDSLError
+from diffdsl.language.builtins.table import BUILTINS
 
 SHAPES = {"x": (), "v": (2,), "A": (2, 2)}
 NUMBERS = ["0", "1", "2", "3", "0.5", ".25", "1.5", "2.5e-1", "1e1", "0.1"]
@@ -435,7 +435,7 @@ def _intermediates_finite(prog, point, graph) -> bool:
     """Whether every node of `graph` (the program's or a derivative's, over the program's
     inputs) is finite at `point` (the reference interpreter, asked for every node)."""
     from diffdsl.backends import numpy as reference
-    from diffdsl.ir import Graph, Port
+    from diffdsl.graph.ir import Graph, Port
 
     every = Graph(graph.nodes, graph.inputs,
                   {f"n{i}": Port((), (i,)) for i in range(len(graph.nodes))})

@@ -22,8 +22,8 @@ import pytest
 import sympy as sp
 
 import diffdsl
-from diffdsl import ops
 from diffdsl.cli import main
+from diffdsl.graph import ops
 
 ROOT = Path(__file__).resolve().parent.parent
 EXAMPLES = ROOT / "examples"

@@ -11,10 +11,10 @@ from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
 import diffdsl
-from diffdsl import autodiff
 from diffdsl.backends.numpy import evaluate
-from diffdsl.ir import Builder, Port
-from diffdsl.ops import OPS
+from diffdsl.graph import autodiff
+from diffdsl.graph.ir import Builder, Port
+from diffdsl.graph.ops import OPS
 
 EXAMPLES = sorted((Path(__file__).parent.parent / "examples").glob("*.dd"))
 EPS99 = 99 * np.finfo(float).eps

@@ -14,7 +14,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import diffdsl
-from diffdsl.lower import close_names
+from diffdsl.language.lower import close_names
 
 BACKENDS = ["numpy", "cpu"]
 RNG = np.random.default_rng(11)

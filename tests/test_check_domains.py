@@ -14,7 +14,7 @@ from hypothesis import strategies as st
 
 import diffdsl
 from diffdsl import cli
-from diffdsl.domains import default_ranges
+from diffdsl.symbolic.domains import default_ranges
 
 LOG5 = math.log(5.0)
 # program body of `output f = ...` over `input x` -> (low, high, ops), derived by hand

@@ -9,7 +9,7 @@ import mpmath
 import pytest
 import sympy as sp
 
-from diffdsl import check
+from diffdsl.symbolic import check
 
 NAMES = ["pi", "E", "I", "N", "S", "mpf", "oo", "zoo", "nan", "Float", "select", "mpmath",
          "math", "exp", "sin", "x0", "x1", "builtins", "range", "lambda_", "Dummy", "_Dummy_1"]

@@ -1,5 +1,5 @@
 """Chunked files on the command line: `.npy` inputs memory-mapped, Zarr inputs, `.npy` and
-Zarr outputs written chunk by chunk and renamed into place (cli_files.py, datafiles.py).
+Zarr outputs written chunk by chunk and renamed into place (cli/files.py, datafiles.py).
 
 Every chunked result is compared with the in-memory path (`--output FILE.npz`) on the same
 inputs, and det3's with NumPy's determinant and inverse; the chunk size must not change a
@@ -14,7 +14,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from diffdsl import cli, cli_files, datafiles
+from diffdsl import cli, datafiles
+from diffdsl.cli import files as cli_files
 
 EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
 DET3 = EXAMPLES / "det3.dd"

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from diffdsl.cli import build_parser
-from diffdsl.cli_examples import EXAMPLES
+from diffdsl.cli.examples import EXAMPLES
 
 ROOT = Path(__file__).resolve().parent.parent
 

@@ -14,7 +14,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from hypothesis.extra.numpy import arrays
 
-from diffdsl.colouring import (
+from diffdsl.graph.colouring import (
     Pattern,
     column_colouring,
     groups,

@@ -18,13 +18,13 @@ import pytest
 from compare import compare_with_reference, draw_inputs, path
 
 import diffdsl
-from diffdsl import autodiff
 from diffdsl.backends import cuda as cb
 from diffdsl.backends import cuda_tape, tape
 from diffdsl.backends import numpy as reference
-from diffdsl.ir import Builder, Port
-from diffdsl.ops import OPS
-from diffdsl.ufuncs import FUNCTIONS
+from diffdsl.graph import autodiff
+from diffdsl.graph.ir import Builder, Port
+from diffdsl.graph.ops import OPS
+from diffdsl.graph.ufuncs import FUNCTIONS
 
 ROOT = Path(__file__).parent.parent
 PATHS = ["cuda", "cuda-tape"]
@@ -271,7 +271,7 @@ PTX_SCRIPT = textwrap.dedent("""
     sys.path.insert(0, sys.argv[1])
     from test_cuda import _every_op_graph
     import diffdsl
-    from diffdsl import autodiff
+    from diffdsl.graph import autodiff
     from diffdsl.backends import cuda as cb, cuda_tape as ct, emit
 
     det = diffdsl.compile(open(sys.argv[2]).read(), backend="numpy").graph

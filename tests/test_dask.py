@@ -163,7 +163,7 @@ def test_bad_dask_inputs_are_input_errors(fit):
 
 
 def test_tasks_carry_the_source_and_options_not_the_compiled_program(fit):
-    from diffdsl import chunked
+    from diffdsl.runtime import chunked
     recipe = chunked.Recipe.of(fit, diffdsl.compile)
     assert len(pickle.dumps(recipe)) < len(FIT) + 1000  # the kernels would be ~100 KB
     rebuilt = pickle.loads(pickle.dumps(recipe)).build()
@@ -196,7 +196,7 @@ def client():
 
 
 def _built_programs():
-    from diffdsl import chunked
+    from diffdsl.runtime import chunked
     return [(p.stats.graphs_built, p.stats.kernels_built) for p in chunked._built.values()]
 
 

@@ -8,8 +8,8 @@ import pytest
 import sympy
 
 import diffdsl
-from diffdsl import ops
 from diffdsl.cli import main
+from diffdsl.graph import ops
 
 EX = Path(__file__).parent.parent / "examples"
 EXAMPLES = sorted(EX.glob("*.dd"))

@@ -18,10 +18,11 @@ from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
 import diffdsl
-from diffdsl import report_formulas, symbolic
 from diffdsl.cli import main
 from diffdsl.errors import DiffDSLError
-from diffdsl.sympy_atoms import Symbols
+from diffdsl.symbolic import export as symbolic
+from diffdsl.symbolic import formulas as report_formulas
+from diffdsl.symbolic.atoms import Symbols
 
 ROOT = Path(__file__).parent.parent
 WHOLE_TERMS = 20_000  # written-out terms up to which the unnamed formulas are evaluated too

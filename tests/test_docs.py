@@ -21,9 +21,9 @@ from typing import NamedTuple
 import pytest
 
 import diffdsl
-from diffdsl.builtins import BUILTINS
 from diffdsl.cli import build_parser
-from diffdsl.inner_derivs import DERIVATIVES
+from diffdsl.language.builtins.table import BUILTINS
+from diffdsl.language.lower.derivatives import DERIVATIVES
 
 ROOT = Path(__file__).resolve().parent.parent
 DOCS = ROOT / "docs"

@@ -18,8 +18,8 @@ import pytest
 
 import diffdsl
 from diffdsl.backends import cpu, llvm
-from diffdsl.ir import Builder, Port
-from diffdsl.ops import OPS
+from diffdsl.graph.ir import Builder, Port
+from diffdsl.graph.ops import OPS
 
 ROOT = Path(__file__).resolve().parent.parent
 

@@ -8,7 +8,7 @@ import re
 import sympy as sp
 
 import diffdsl
-from diffdsl import oracle
+from diffdsl.symbolic import oracle
 
 x = sp.Symbol("x", real=True)
 v = sp.IndexedBase("v", real=True)

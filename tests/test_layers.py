@@ -1,14 +1,16 @@
 """The layout rules of DESIGN.md: import direction, light `import diffdsl`, a complete wheel.
 
-Every module under `diffdsl/` has a layer (DESIGN.md, "Layout and import direction") and may
-import only diffdsl modules of lower layers, wherever the import stands (function-local imports
-count). The exceptions are that `backends/cpu.py` and `backends/cuda.py` may import
-`backends/tape.py` beside them, and `__main__.py` runs `cli.py`. `from . import __version__`
-imports the package's `__init__` (layer 7) like any other name from it. A new module fails
-`test_every_module_has_a_layer` until it is placed in `LAYERS`.
+`diffdsl/` holds a folder per stage of the pipeline and a few shared modules at its top. The
+stages stand in an order (`FOLDERS`, lowest first): a module may import from the shared
+modules and from stages below its own, never from a stage above it. Inside a folder, every
+module has a layer (`LAYERS`) and may import only modules of lower layers, wherever the import
+stands (function-local imports count). The exceptions are that `backends/cpu.py` and
+`backends/cuda.py` may import `backends/tape.py` beside them, and `__main__.py` runs the
+command line. A new module fails `test_every_module_has_a_layer` until it is placed in
+`LAYERS`.
 
-The command line (`cli.py`, `cli_*.py`) goes further: it calls the API and the report modules
-only (`CLI_MAY_IMPORT`), so whatever it needs from the modules below becomes part of the API.
+The command line (`cli/`) goes further: it calls the API and the report modules only
+(`CLI_MAY_IMPORT`), so whatever it needs from the modules below becomes part of the API.
 """
 
 from __future__ import annotations
@@ -27,51 +29,55 @@ import pytest
 ROOT = Path(__file__).resolve().parent.parent
 PACKAGE = ROOT / "diffdsl"
 
-# Module path (relative to diffdsl/, without .py) -> layer. `values` and `builtins` are
-# helpers of `lower`: below it, above `ir`, `ops` and `errors`; `builtins` (and the two
-# modules it gathers) works on the values of `values`, so it sits just above it. A package's
-# `__init__` sits just above the modules it may gather.
+# The stages, lowest first. "" is the shared modules at the top of the package (errors,
+# limits, files, the cache, ...), which every stage may use; "top" is the API and the
+# package's own `__init__` and `__main__`, which stand above the stages they gather.
+FOLDERS = ["", "graph", "language", "backends", "symbolic", "runtime", "api", "cli", "top"]
+
+# Module path (relative to diffdsl/, without .py) -> layer, compared inside its folder. A
+# package's `__init__` sits just above the modules it may gather.
 LAYERS = {
+    # shared modules at the top of the package
     "errors": 0,
     "version": 0,
     "files": 0,  # files written whole or not at all
+    "deepstack": 0,  # deep recursion on a thread with a large stack: lowering, SymPy
     "limits": 0.5,  # reads the environment; raises errors' LimitError
     "progress": 0.5,  # bars on stderr (tqdm when installed)
-    "special": 0.75,  # libm's lgamma, digamma as a graph: for the op table
-    "cache": 1,  # content-addressed kernels on disk: backends keep generated modules there
     "datafiles": 0.5,  # .npy and Zarr arrays read and written in pieces of rows
-    "syntax": 1,
-    "ops": 1,
-    "rewrites": 1,  # the builder's identities, beside the op table
-    "ufuncs": 1.5,  # each op as a NumPy function, from its row
-    "colouring": 1,  # graph colouring and recovery on CSR index arrays (numpy only)
-    "parse": 2,
-    "ir": 2,
-    "static": 2.25,  # builtins of static numbers, folded through the rows
-    "values": 2.5,
-    "builtins_common": 2.6,  # argument checks; scalar arithmetic that folds static operands
-    "builtins_linalg": 2.7,  # dot, transpose, trace, minor, det, inv, solve, cholesky
-    "builtins": 2.75,  # the table of builtins: elementwise, reductions, shapes, and the above
-    "deepstack": 0,  # deep recursion on a thread with a large stack: lowering, SymPy
-    "lower": 3.2,  # the state of a lowering and its dispatch to the rules of the modules below
-    "lower_statements": 3.13,  # declarations and statements; loops and ifs
-    "lower_calls": 3.13,  # calls: defs (memoised), builtins, derivatives, generators
-    "lower_exprs": 3.12,  # expressions but calls
-    "lower_names": 3.11,  # what a name means; suggestions for a misspelled one
-    "lower_static": 3.11,  # indices, slice bounds and loop ranges, which must be static
-    "lower_structure": 3.11,  # where each statement may stand
-    "while_loop": 3.1,
-    "inner_derivs": 3.1,  # grad(e, x) inside a program: autodiff's sweeps in the builder
-    "autodiff": 3,
-    "passes/*": 3,
-    "passes/__init__": 3.5,
-    "sympy_atoms": 3,  # constants and input symbols as SymPy
-    "sympy_ops": 3,  # each op as SymPy, from its row
-    "sparsity": 3.25,  # patterns from the graph, compressed derivative graphs (autodiff)
-    "symbolic": 3.5,  # exports the derivative graphs autodiff makes
-    "report_formulas": 3.6,  # SymPy's formulas printed; below oracle, whose dicts show as LaTeX
-    "oracle": 3.75,  # SymPy's derivatives of an exported program beside ours; 50 digits
-    "dot": 3,
+    "cache": 1,  # content-addressed kernels on disk: backends keep generated modules there
+    # graph/
+    "graph/special": 0.75,  # libm's lgamma, digamma as a graph: for the op table
+    "graph/ops": 1,
+    "graph/rewrites": 1,  # the builder's identities, beside the op table
+    "graph/colouring": 1,  # graph colouring and recovery on CSR index arrays (numpy only)
+    "graph/ufuncs": 1.5,  # each op as a NumPy function, from its row
+    "graph/ir": 2,
+    "graph/ports": 2.5,  # derivative graphs' port names; which output and inputs
+    "graph/autodiff": 3,
+    "graph/dot": 3,
+    "graph/sparsity": 3.25,  # patterns from the graph, compressed derivative graphs
+    "graph/__init__": 4,
+    # language/
+    "language/syntax": 1,
+    "language/parse": 2,
+    "language/static": 2.25,  # builtins of static numbers, folded through the rows
+    "language/values": 2.5,
+    "language/builtins/common": 2.6,  # argument checks; scalar arithmetic of static operands
+    "language/builtins/linalg": 2.7,  # dot, transpose, trace, minor, det, inv, solve, ...
+    "language/builtins/table": 2.75,  # the table: elementwise, reductions, shapes, the above
+    "language/builtins/__init__": 2.8,
+    "language/lower/derivatives": 3.1,  # grad(e, x) inside a program: autodiff's sweeps
+    "language/lower/while_loop": 3.1,
+    "language/lower/names": 3.11,  # what a name means; suggestions for a misspelled one
+    "language/lower/indices": 3.11,  # indices, slice bounds and loop ranges (static)
+    "language/lower/structure": 3.11,  # where each statement may stand
+    "language/lower/exprs": 3.12,  # expressions but calls
+    "language/lower/statements": 3.13,  # declarations and statements; loops and ifs
+    "language/lower/calls": 3.13,  # calls: defs (memoised), builtins, derivatives, generators
+    "language/lower/__init__": 3.2,  # the state of a lowering and its dispatch to the rules
+    "language/__init__": 4,
+    # backends/
     "backends/emit": 3,
     "backends/numba_text": 3,  # Numba's text of the rows: expressions, tape dispatch
     "backends/cudasim": 3,  # IEEE math for the CUDA simulator
@@ -83,38 +89,60 @@ LAYERS = {
     "backends/cuda_tape": 4,
     "backends/tape": 4,
     "backends/__init__": 4.5,
-    "inputs": 4.5,  # checks values against a graph's inputs, for every backend
-    "engine": 5,
-    "plans": 5,  # graphs on disk by source text
-    "domains": 3,  # where check draws points: intervals read from a graph
-    "check": 5,  # uses symbolic, autodiff and the numpy interpreter
-    "report": 5.1,  # check's report worded for people
-    "objective": 5.5,  # a program as a function of a flat vector (duck-typed Program)
-    "chunked": 5.5,  # Dask arrays: a kernel call per chunk (duck-typed Program)
-    "sparse": 5.5,  # sparse Jacobians and Hessians of a (duck-typed) Program, by colouring
-    "calls": 5.5,  # a derivative call's extra inputs and its results, for Program
+    # symbolic/
+    "symbolic/atoms": 3,  # constants and input symbols as SymPy
+    "symbolic/ops": 3,  # each op as SymPy, from its row
+    "symbolic/domains": 3,  # where check draws points: intervals read from a graph
+    "symbolic/export": 3.5,  # exports the derivative graphs autodiff makes
+    "symbolic/formulas": 3.6,  # SymPy's formulas printed; below oracle (LaTeX of its dicts)
+    "symbolic/oracle": 3.75,  # SymPy's derivatives of an exported program beside ours
+    "symbolic/check": 5,  # uses export, autodiff and the numpy interpreter
+    "symbolic/report": 5.1,  # check's report worded for people
+    "symbolic/__init__": 6,
+    # runtime/
+    "runtime/inputs": 4.5,  # checks values against a graph's inputs, for every backend
+    "runtime/engine": 5,
+    "runtime/plans": 5,  # graphs on disk by source text
+    "runtime/objective": 5.5,  # a program as a function of a flat vector (duck-typed Program)
+    "runtime/chunked": 5.5,  # Dask arrays: a kernel call per chunk (duck-typed Program)
+    "runtime/sparse": 5.5,  # sparse Jacobians and Hessians of a (duck-typed) Program
+    "runtime/calls": 5.5,  # a derivative call's extra inputs and its results, for Program
+    "runtime/__init__": 6,
+    # the API
     "api": 6,
-    "report_results": 6.5,  # values, derivatives, sparse matrices, the cache: text and JSON
-    "cli_examples": 6.6,  # the examples that end each command's --help
-    "cli_specs": 6.6,  # --inputs, --seed, --domain values
-    "cli_args": 6.7,  # the argument parser
-    "cli_output": 6.7,  # stdout, --output .npz, graph -o
-    "cli_files": 6.8,  # chunked .npy and Zarr files for the command line
-    "cli_commands": 6.9,  # a function per command: the API called, the result printed
-    "cli": 7,
-    "__main__": 7,
-    "__init__": 7,
+    # cli/
+    "cli/results": 6.5,  # values, derivatives, sparse matrices, the cache: text and JSON
+    "cli/examples": 6.6,  # the examples that end each command's --help
+    "cli/specs": 6.6,  # --inputs, --seed, --domain values
+    "cli/args": 6.7,  # the argument parser
+    "cli/output": 6.7,  # stdout, --output .npz, graph -o
+    "cli/files": 6.8,  # chunked .npy and Zarr files for the command line
+    "cli/commands": 6.9,  # a function per command: the API called, the result printed
+    "cli/main": 7,  # exit statuses and messages for every way a run ends
+    "cli/__init__": 7.5,
+    # the package itself
+    "__main__": 8,
+    "__init__": 8,
 }
 
 # Same-layer imports that DESIGN.md allows: the compiled backends use the tape beside them,
 # and `python -m diffdsl` is the command line.
 ALLOWED_SAME_LAYER = {
-    ("__main__", "cli"),
+    ("__main__", "cli/__init__"),
     ("backends/cpu", "backends/tape"),
     ("backends/cuda", "backends/tape"),
     ("backends/cuda", "backends/cuda_tape"),
     ("backends/cuda_tape", "backends/tape"),
 }
+
+
+def folder_of(name: str) -> str:
+    """The stage that module `name` belongs to: its first folder, or "" for a shared module."""
+    if name == "api":
+        return "api"
+    if name in ("__init__", "__main__"):
+        return "top"
+    return name.split("/", 1)[0] if "/" in name else ""
 
 
 def module_names() -> list[str]:
@@ -190,16 +218,29 @@ def test_every_module_has_a_layer():
 
 def test_the_layer_table_knows_the_current_modules():
     names = module_names()
-    for expected in ("errors", "ops", "ir", "lower", "values", "builtins", "api", "cli",
+    for expected in ("errors", "graph/ops", "graph/ir", "language/lower/__init__",
+                     "language/values", "language/builtins/table", "api", "cli/main",
                      "__init__", "backends/numpy"):
         assert expected in names
 
 
-@pytest.mark.parametrize("name", module_names())
-def test_imports_go_down(name):
+def test_every_folder_is_a_stage():
+    folders = {folder_of(name) for name in module_names()}
+    assert folders <= set(FOLDERS), folders - set(FOLDERS)
+
+
+def test_no_file_is_long():
+    """A module stays readable in one sitting: about 420 lines at most."""
+    long = {name: n for name in module_names()
+            if (n := len((PACKAGE / f"{name}.py").read_text(encoding="utf-8").splitlines()))
+            > 420}
+    assert not long, f"split these modules: {long}"
+
+
+def upward_imports(name: str) -> list[str]:
+    """The imports of module `name` that run up: to a later stage in `FOLDERS`, or inside its
+    own folder to a layer not below its own."""
     own = layer_of(name)
-    if own is None:
-        pytest.fail(f"{name} has no layer")
     bad = []
     for target, line, what in imports_of(name):
         if target == name:
@@ -207,20 +248,53 @@ def test_imports_go_down(name):
         theirs = layer_of(target)
         if theirs is None:
             bad.append(f"line {line}: `{what}` imports {target}, which has no layer")
-        elif theirs > own or (theirs == own and (name, target) not in ALLOWED_SAME_LAYER):
+            continue
+        mine, other = FOLDERS.index(folder_of(name)), FOLDERS.index(folder_of(target))
+        if other > mine:
+            bad.append(f"line {line}: `{what}` imports {target}, in stage "
+                       f"'{folder_of(target)}/' above this one ('{folder_of(name)}/')")
+        elif other == mine and (theirs > own or (
+                theirs == own and (name, target) not in ALLOWED_SAME_LAYER)):
             bad.append(f"line {line}: `{what}` imports {target} (layer {theirs}) "
                        f"from layer {own}")
+    return bad
+
+
+@pytest.mark.parametrize("name", module_names())
+def test_imports_go_down(name):
+    if layer_of(name) is None:
+        pytest.fail(f"{name} has no layer")
+    bad = upward_imports(name)
     assert not bad, f"diffdsl/{name}.py: " + "; ".join(bad)
+
+
+def test_an_import_up_a_folder_is_caught(tmp_path, monkeypatch):
+    """The rule itself, on a copy of the package: graph/autodiff.py importing the language (a
+    stage above it), at the top or inside a function, is reported; the copy as it is passes;
+    an import of a shared module at the top of the package is fine."""
+    fake = tmp_path / "diffdsl"
+    shutil.copytree(PACKAGE, fake, ignore=shutil.ignore_patterns("__pycache__"))
+    monkeypatch.setattr(sys.modules[__name__], "PACKAGE", fake)
+    assert upward_imports("graph/autodiff") == []
+    path = fake / "graph" / "autodiff.py"
+    path.write_text(path.read_text(encoding="utf-8") +
+                    "\n\ndef planted():\n    from ..language.lower import lower\n"
+                    "    from ..runtime import engine\n    from .. import limits\n",
+                    encoding="utf-8")
+    found = upward_imports("graph/autodiff")
+    assert len(found) == 2, found
+    assert "stage 'language/' above this one ('graph/')" in found[0]
+    assert "stage 'runtime/' above this one" in found[1]
 
 
 # What the command line may import: the API, the report modules, its own modules, and the few
 # below them that know nothing of programs (errors, files, limits, progress bars, data files).
-CLI_MAY_IMPORT = ("api", "report", "report_*", "cli", "cli_*", "errors", "files", "limits",
-                  "progress", "version", "datafiles")
+CLI_MAY_IMPORT = ("api", "symbolic/report", "symbolic/formulas", "cli/*", "errors", "files",
+                  "limits", "progress", "version", "datafiles")
 
 
 def is_cli(name: str) -> bool:
-    return name == "cli" or name.startswith("cli_")
+    return folder_of(name) == "cli"
 
 
 def past_the_api(name: str) -> list[str]:
@@ -238,22 +312,22 @@ def test_the_command_line_calls_the_api_and_the_reports_only(name):
 
 
 def test_a_command_line_import_past_the_api_is_caught(tmp_path, monkeypatch):
-    """The rule itself: an import planted in a copy of cli_commands.py, at the top or inside
+    """The rule itself: an import planted in a copy of cli/commands.py, at the top or inside
     a function, is reported; the copy as it is passes."""
     fake = tmp_path / "diffdsl"
-    fake.mkdir()
-    for path in PACKAGE.glob("*.py"):
-        (fake / path.name).write_text(path.read_text(encoding="utf-8"), encoding="utf-8")
+    shutil.copytree(PACKAGE, fake, ignore=shutil.ignore_patterns("__pycache__"))
     monkeypatch.setattr(sys.modules[__name__], "PACKAGE", fake)
-    assert past_the_api("cli_commands") == []
-    text = (fake / "cli_commands.py").read_text(encoding="utf-8")
-    (fake / "cli_commands.py").write_text(
-        text + "\n\ndef planted():\n    from .autodiff import grad\n    from . import symbolic\n",
-        encoding="utf-8")
-    found = past_the_api("cli_commands")
-    assert len(found) == 2 and "imports autodiff" in found[0] and "imports symbolic" in found[1]
-    (fake / "cli_examples.py").write_text("from .cache import KernelCache\n", encoding="utf-8")
-    assert past_the_api("cli_examples") == ["line 1: `from .cache import KernelCache` imports "
+    assert past_the_api("cli/commands") == []
+    text = (fake / "cli" / "commands.py").read_text(encoding="utf-8")
+    (fake / "cli" / "commands.py").write_text(
+        text + "\n\ndef planted():\n    from ..graph.autodiff import grad\n"
+        "    from .. import symbolic\n", encoding="utf-8")
+    found = past_the_api("cli/commands")
+    assert len(found) == 2, found
+    assert "imports graph/autodiff" in found[0] and "imports symbolic/__init__" in found[1]
+    (fake / "cli" / "examples.py").write_text("from ..cache import KernelCache\n",
+                                              encoding="utf-8")
+    assert past_the_api("cli/examples") == ["line 1: `from ..cache import KernelCache` imports "
                                             "cache"]
 
 
@@ -325,3 +399,6 @@ def test_wheel_ships_the_grammar(tmp_path):
     assert "diffdsl/grammar/diffdsl.lark" in names
     assert "diffdsl/__init__.py" in names
     assert "diffdsl/backends/numpy.py" in names
+    for stage in ("graph", "language", "language/lower", "language/builtins", "symbolic",
+                  "runtime", "cli"):
+        assert f"diffdsl/{stage}/__init__.py" in names

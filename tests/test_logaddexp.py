@@ -14,8 +14,8 @@ import pytest
 from compare import backend_params, compare_with_reference, path
 
 import diffdsl
-from diffdsl.check import check
-from diffdsl.ops import OPS
+from diffdsl.graph.ops import OPS
+from diffdsl.symbolic.check import check
 
 SOURCE = "input a\ninput b\noutput y = logaddexp(a, b)\n"
 # Points on both sides, equal arguments, far apart (one exp underflows), huge (exp overflows).

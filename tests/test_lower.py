@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 import diffdsl
-from diffdsl import lower as lower_module
+from diffdsl.language import lower as lower_module
 
 
 def compile_(src):

@@ -12,8 +12,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from diffdsl import deepstack, lower, syntax
-from diffdsl.lower_statements import TOP_LEVEL
+from diffdsl import deepstack
+from diffdsl.language import lower, syntax
+from diffdsl.language.lower.statements import TOP_LEVEL
 
 
 def syntax_classes(module) -> set[type]:

@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 import diffdsl
-from diffdsl.objective import ravel, unravel
+from diffdsl.runtime.objective import ravel, unravel
 
 so = pytest.importorskip("scipy.optimize", reason="the optimize extra (scipy) is needed")
 ROOT = Path(__file__).resolve().parent.parent

@@ -16,11 +16,13 @@ import pytest
 from test_builtins import BINARY, UNARY, close
 
 import diffdsl
-from diffdsl import builtins, dot, ops, rewrites, static, ufuncs
 from diffdsl.backends import cuda, cuda_tape, llvm, numba_text, tape
-from diffdsl.ir import Builder, Port
-from diffdsl.ops import OPS
-from diffdsl.sympy_ops import ALT_FUNCS, SYMPY_FUNCS
+from diffdsl.graph import dot, ops, rewrites, ufuncs
+from diffdsl.graph.ir import Builder, Port
+from diffdsl.graph.ops import OPS
+from diffdsl.language import static
+from diffdsl.language.builtins import table as builtins
+from diffdsl.symbolic.ops import ALT_FUNCS, SYMPY_FUNCS
 
 NODES = [name for name, row in OPS.items() if row.arity]  # every op with arguments
 OPERANDS = ["a", "b", "c"]

@@ -13,8 +13,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from diffdsl import DDSyntaxError
-from diffdsl import syntax as s
-from diffdsl.parse import parse
+from diffdsl.language import syntax as s
+from diffdsl.language.parse import parse
 
 # --- helpers -----------------------------------------------------------------------------------
 

@@ -7,7 +7,7 @@ import pytest
 
 import diffdsl
 from diffdsl.errors import DDSyntaxError
-from diffdsl.parse import parse
+from diffdsl.language.parse import parse
 
 # Unicode digits that Python's `\d` and int() accept: Arabic-Indic, Devanagari, fullwidth,
 # Bengali, superscript-free mathematical digits.

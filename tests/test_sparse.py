@@ -15,8 +15,9 @@ from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
 import diffdsl
-from diffdsl import sparse, sparsity
-from diffdsl.ops import OPS
+from diffdsl.graph import sparsity
+from diffdsl.graph.ops import OPS
+from diffdsl.runtime import sparse
 
 sp = pytest.importorskip("scipy.sparse", reason="sparse results are scipy.sparse matrices")
 EXAMPLES = Path(__file__).resolve().parent.parent / "examples"

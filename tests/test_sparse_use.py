@@ -14,7 +14,7 @@ import pytest
 from test_sparse import ROSENBROCK, dense_hessian, dense_jacobian
 
 import diffdsl
-from diffdsl import sparse
+from diffdsl.runtime import sparse
 
 sp = pytest.importorskip("scipy.sparse", reason="sparse results are scipy.sparse matrices")
 ROOT = Path(__file__).resolve().parent.parent

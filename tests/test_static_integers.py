@@ -16,9 +16,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import diffdsl
-from diffdsl.builtins import BUILTINS
 from diffdsl.errors import TypeMismatchError
-from diffdsl.ops import UNARY_BUILTINS
+from diffdsl.graph.ops import UNARY_BUILTINS
+from diffdsl.language.builtins.table import BUILTINS
 
 INTEGER_VALUED = {"min", "max", "abs", "sign", "floor", "ceil", "pow"}
 BINARY = {"atan2": "(3, 2)", "hypot": "(3, 4)", "pow": "(3, 2)", "min": "(3, 2)",

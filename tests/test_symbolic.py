@@ -1,4 +1,4 @@
-"""SymPy export (`diffdsl.symbolic`) and `diffdsl check` (`diffdsl.check`).
+"""SymPy export (`diffdsl.symbolic.export`) and `diffdsl check` (`diffdsl.symbolic.check`).
 
 Every op of the table is exported, evaluated by SymPy against the NumPy interpreter, and its
 derivative checked against `sympy.diff` and finite differences; the examples all pass `check`;
@@ -16,11 +16,14 @@ import pytest
 import sympy as sp
 
 import diffdsl
-from diffdsl import autodiff, ops, oracle, report_formulas, symbolic
 from diffdsl.backends import numpy as reference
-from diffdsl.check import check
-from diffdsl.ir import Builder, Port
-from diffdsl.report import format_check
+from diffdsl.graph import autodiff, ops
+from diffdsl.graph.ir import Builder, Port
+from diffdsl.symbolic import export as symbolic
+from diffdsl.symbolic import formulas as report_formulas
+from diffdsl.symbolic import oracle
+from diffdsl.symbolic.check import check
+from diffdsl.symbolic.report import format_check
 
 EXAMPLES = sorted((Path(__file__).resolve().parent.parent / "examples").glob("*.dd"))
 

@@ -10,10 +10,10 @@ import numpy as np
 import pytest
 
 import diffdsl
-from diffdsl import autodiff
 from diffdsl.backends import cuda, llvm
 from diffdsl.backends import numpy as reference
-from diffdsl.ir import VERIFY_ENV, Builder, Graph, GraphError, Node, Port, verify
+from diffdsl.graph import autodiff
+from diffdsl.graph.ir import VERIFY_ENV, Builder, Graph, GraphError, Node, Port, verify
 
 SOURCE = "input x[2]\noutput y = sin(x[0]) * x[1] + x[0]\n"
 

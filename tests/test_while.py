@@ -160,8 +160,8 @@ def test_static_break_conditions():
 def test_symbolic_export_and_check_of_a_short_loop():
     """A loop of 3 steps with a `break if` exports as nested Piecewise; `diffdsl check` proves
     its derivatives against sympy.diff (50 digits) and finite differences."""
-    from diffdsl.check import check
-    from diffdsl.report import format_check
+    from diffdsl.symbolic.check import check
+    from diffdsl.symbolic.report import format_check
 
     prog = compile_("input x\ninput a\nt = x\nwhile t > 1 max 3 {\n    t = t * a / 2\n"
                     "    break if t < 0.2\n    t = t + 0.1\n}\noutput t\n")

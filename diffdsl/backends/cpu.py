@@ -25,7 +25,7 @@ from concurrent.futures import ThreadPoolExecutor
 import numpy as np
 
 from .. import progress
-from ..ir import Graph
+from ..graph.ir import Graph
 from . import llvm, native
 
 # Graphs with more nodes than this run on the tape; from bench/compile.py (README).

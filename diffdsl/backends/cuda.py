@@ -26,7 +26,7 @@ import warnings
 
 import numpy as np
 
-from ..ir import Graph, verify
+from ..graph.ir import Graph, verify
 from . import cuda_tape, numba_text
 from .cudasim import SIM_MATH
 

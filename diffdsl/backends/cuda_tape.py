@@ -13,8 +13,8 @@ import functools
 
 import numpy as np
 
-from ..ir import Graph
-from ..ops import OPS
+from ..graph.ir import Graph
+from ..graph.ops import OPS
 from . import emit, numba_text
 from .tape import CODE, Tape
 

@@ -12,7 +12,7 @@ import types
 
 import numpy as np
 
-from ..special import py_lgamma
+from ..graph.special import py_lgamma
 
 
 def _ieee(ufunc):

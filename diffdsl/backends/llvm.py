@@ -33,8 +33,8 @@ import struct
 
 import numpy as np
 
-from ..ir import Graph, verify
-from ..ops import OPS
+from ..graph.ir import Graph, verify
+from ..graph.ops import OPS
 
 SEGMENT = 250  # nodes per segment: compile time per node grows with it (README)
 TYPES = {"float64": ("double", "f64", ""), "float32": ("float", "f32", "f")}

@@ -8,7 +8,7 @@ Every module made from this text defines the helpers the spellings call (see `op
 
 from __future__ import annotations
 
-from ..ops import OPS
+from ..graph.ops import OPS
 
 CODE = {name: k for k, name in enumerate(OPS)}  # op name -> opcode
 # The tapes test these first: the ops derivative graphs hold most.

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..ir import Graph, verify, verifying
-from ..ufuncs import FUNCTIONS
+from ..graph.ir import Graph, verify, verifying
+from ..graph.ufuncs import FUNCTIONS
 
 
 def evaluate(graph: Graph, inputs: dict[str, np.ndarray], dtype=np.float64) -> dict:

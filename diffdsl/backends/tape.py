@@ -14,7 +14,7 @@ import os
 
 import numpy as np
 
-from ..ir import Graph, verify
+from ..graph.ir import Graph, verify
 from . import emit, numba_text
 
 # OpenMP's idle threads spin by default: on a small shared machine each parallel call then

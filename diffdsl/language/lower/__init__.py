@@ -1,0 +1,141 @@
+"""Lowering: syntax tree to IR graph.
+
+Arrays exist only here: an array value is a NumPy object array (static shape) whose elements
+are static Python numbers or `Dyn` node references, so indexing and slicing follow NumPy
+exactly. Loops and comprehensions unroll, calls inline, static conditions pick their branch,
+and dynamic ones become select nodes. Calls are memoised on their arguments: a `def` is pure,
+so a call seen before returns its earlier result without being expanded again; this is what
+turns the n! expansion of the determinant by minors into about n·2ⁿ steps.
+
+This module holds the state of one lowering (`_Lowerer`) and dispatches each syntax node to its
+rule through dicts keyed by syntax class, built once below; the rules live by job:
+    structure   where each statement may stand (declarations, `return`, `break if`)
+    statements  declarations and statements
+    exprs       expressions but calls
+    calls       calls of defs (inlined, memoised), builtins, derivatives, generators
+    indices     indices, slice bounds and loop ranges, which must be static
+    names       what a name means, and suggestions for a misspelled one
+"""
+
+from __future__ import annotations
+
+from ... import deepstack
+from ... import limits as limits_
+from ...errors import AssignmentError, LimitError, Span
+from ...graph.ir import Builder, Graph, Port
+from .. import syntax as s
+from ..values import Values
+from .calls import RULES as CALL_RULES
+from .calls import call_def
+from .exprs import RULES as EXPRESSION_RULES
+from .exprs import generate
+from .indices import subscripts
+from .names import close_names, lookup_value
+from .statements import RULES as STATEMENT_RULES
+from .statements import TOP_LEVEL
+from .structure import check_blocks, check_outputs, collect_defs
+from .while_loop import lower_while
+
+__all__ = ["lower", "close_names"]  # close_names: the suggestions of its error messages
+
+# Lowering recurses with the syntax tree (a 10,000-term sum is 10,000 levels deep) and with
+# calls of defs (up to calls.RECURSION_LIMIT): it runs on a thread with room for both.
+FRAMES = 400_000
+STACK_BYTES = 512 * 1024 * 1024
+
+# The rule of each syntax class, built once: expressions, and statements in any block; a
+# statement of the top level goes to statements.TOP_LEVEL first (the declarations).
+EXPRESSIONS = {**EXPRESSION_RULES, **CALL_RULES}
+STATEMENTS = STATEMENT_RULES
+
+
+def lower(program: s.Program, limits: limits_.Limits | None = None) -> Graph:
+    """Lower a parsed program to its graph. Raises `DiffDSLError` subclasses on bad programs.
+
+    `limits` bound the work (see limits.py); by default those in force in the calling thread.
+    """
+    limits = limits_.current() if limits is None else limits
+    return deepstack.call(FRAMES, STACK_BYTES, _Lowerer(program, limits).run)
+
+
+# Syntax classes that are parts of others, lowered by the function that lowers their parent.
+PARTS = {
+    s.Program: lower,
+    s.CompFor: generate,
+    s.CompIf: generate,
+    s.Slice: subscripts,
+    s.Break: lower_while,
+}
+
+
+class _Lowerer:
+    """The state of one lowering: the graph's builder, the value algebra over it, what the
+    program has declared so far, and the memo of calls. Rules reach it as `lw`."""
+
+    def __init__(self, program: s.Program, limits: limits_.Limits):
+        self.program = program
+        self.b = Builder(limits.nodes)
+        self.v = Values(self.b, limits)
+        self.inputs: dict[str, Port] = {}
+        self.input_values: dict = {}
+        self.consts: dict = {}
+        self.functions: dict[str, s.Def] = {}
+        self.outputs: dict[str, Port] = {}
+        self.memo: dict = {}
+        self.depth = 0
+
+    def run(self) -> Graph:
+        statements = self.program.statements
+        self.functions = collect_defs(statements)
+        check_outputs(statements)
+        scope: dict = {}
+        for st in statements:
+            try:
+                self.top_statement(st, scope)
+            except LimitError as exc:  # the graph's node limit, found below the syntax
+                raise exc.located(st.span) from None
+        if not self.outputs:
+            raise AssignmentError("the program has no output", _end_span(self.program),
+                                  hint="add a line such as `output y = ...`")
+        return self.b.graph(self.inputs, self.outputs)
+
+    def top_statement(self, st, scope: dict) -> None:
+        """A declaration, or a statement whose blocks are checked first (where declarations,
+        `return` and `break if` may stand)."""
+        rule = TOP_LEVEL.get(type(st))
+        if rule is not None:
+            rule(self, st, scope)
+        else:
+            check_blocks([st])
+            self.statement(st, scope)
+
+    def expr(self, e, scope):
+        """The value of expression `e` in `scope`."""
+        return EXPRESSIONS[type(e)](self, e, scope)
+
+    def statement(self, st, scope) -> None:
+        """Run statement `st` on `scope`, which it changes in place."""
+        try:
+            STATEMENTS[type(st)](self, st, scope)
+        except LimitError as exc:  # placed at the innermost statement that met the limit
+            raise exc.located(st.span) from None
+
+    def block(self, body, scope) -> None:
+        for st in body:
+            self.statement(st, scope)
+
+    # Calls of defs and name lookups go through the lowerer, not straight to their modules:
+    # while_loop and derivatives (below this module) reach them here, and every call of a def
+    # passes through this one method.
+    def call(self, fn: s.Def, args: list, e: s.Call):
+        """The value of the def `fn` called on `args` (memoised)."""
+        return call_def(self, fn, args, e)
+
+    def lookup_value(self, name: str, scope, span):
+        return lookup_value(self, name, scope, span)
+
+
+def _end_span(program: s.Program) -> Span:
+    lines = program.source.splitlines() or [""]
+    return Span(program.filename, len(lines), 1, len(lines), len(lines[-1]) + 1, program.source)
+

@@ -1,0 +1,91 @@
+"""Calls while lowering: of a `def` (inlined, memoised), a builtin, a derivative form, or a
+reduction of a generator. `RULES` holds the rules of `Call` and `GenCall`, keyed by syntax
+class.
+
+A `def` is pure, so a call seen before (same def, same node ids and static values passed in)
+returns its earlier result without being expanded again; this is what turns the n! expansion
+of the determinant by minors into about n·2ⁿ steps (DESIGN.md, decision 1).
+"""
+
+from __future__ import annotations
+
+from ...errors import ArityError, RecursionLimitError, TypeMismatchError, UnknownNameError
+from .. import syntax as s
+from ..builtins.table import BUILTINS, GENERATOR_BUILTINS, reduce_items
+from ..values import memo_key
+from .derivatives import DERIVATIVES, lower_derivative
+from .exprs import generate
+from .names import FunctionScope, suggest_function
+
+RECURSION_LIMIT = 1000
+
+
+def call(lw, e: s.Call, scope):
+    if e.func in lw.functions:
+        args = [lw.expr(a, scope) for a in e.args]
+        return lw.call(lw.functions[e.func], args, e)
+    if e.func in scope or e.func in lw.consts:
+        raise TypeMismatchError(f"'{e.func}' is a value, not a function", e.func_span)
+    if e.func in DERIVATIVES:
+        return lower_derivative(lw, e, scope)
+    builtin = BUILTINS.get(e.func)
+    if e.func == "range":
+        raise TypeMismatchError("range(...) gives the values of a loop; use it after `in` in "
+                                "a for loop or a comprehension", e.func_span)
+    if builtin is None:
+        raise UnknownNameError(f"unknown function '{e.func}'", e.func_span,
+                               hint=suggest_function(lw, e.func))
+    args = [lw.expr(a, scope) for a in e.args]
+    return builtin(lw.v, args, e)
+
+
+def generator_call(lw, e: s.GenCall, scope):
+    if e.func in lw.functions:
+        raise TypeMismatchError(f"'{e.func}' is a def; a generator argument works only with "
+                                f"{', '.join(GENERATOR_BUILTINS)}", e.func_span)
+    if e.func not in GENERATOR_BUILTINS:
+        raise TypeMismatchError(f"'{e.func}' does not take a generator; only "
+                                f"{', '.join(GENERATOR_BUILTINS[:-1])} and "
+                                f"{GENERATOR_BUILTINS[-1]} do", e.func_span)
+    items: list = []
+    generate(lw, e.elt, e.clauses, 0, scope, items)
+    return reduce_items(lw.v, e.func, items, e.span)
+
+
+def call_def(lw, fn: s.Def, args: list, e: s.Call):
+    """The value of `fn(*args)`: its body lowered in a scope of its own, or the value of an
+    earlier call with equal arguments."""
+    if len(args) != len(fn.params):
+        raise ArityError(
+            f"{fn.name}() takes {len(fn.params)} argument{'s' * (len(fn.params) != 1)}, "
+            f"got {len(args)}", e.span)
+    key = (fn.name, tuple(memo_key(a) for a in args))
+    found = lw.memo.get(key)
+    if found is not None:
+        return found
+    lw.v.budget.charge(1, e.span, f"this call of '{fn.name}'")
+    if lw.depth >= RECURSION_LIMIT:
+        raise RecursionLimitError(
+            f"recursion of '{fn.name}' is deeper than {RECURSION_LIMIT} calls", e.span,
+            hint="recursion must end on static conditions such as shapes or const values; "
+                 "a condition that depends on an input never stops it")
+    lw.depth += 1
+    try:
+        local = FunctionScope(zip(fn.params, args, strict=True))
+        for st in fn.body:
+            if isinstance(st, s.Return):
+                result = lw.expr(st.value, local)
+                break
+            lw.statement(st, local)
+        else:
+            result = lw.expr(fn.result, local)
+    finally:
+        lw.depth -= 1
+    lw.memo[key] = result
+    return result
+
+
+RULES = {
+    s.Call: call,
+    s.GenCall: generator_call,
+}

@@ -1,0 +1,125 @@
+"""The lowering rule of each expression but calls (calls.py): `RULES`, keyed by syntax
+class.
+
+A rule takes the lowerer, the expression and its scope, and returns the expression's value:
+a static number or bool, a `Dyn` node reference, or an array of them. Subexpressions go back
+through `lw.expr`, which dispatches on `RULES`. A static condition picks its branch, so the
+other is never lowered (it may not even be valid); a dynamic one becomes a select.
+"""
+
+from __future__ import annotations
+
+from collections import ChainMap
+
+from ...errors import StaticValueError
+from .. import syntax as s
+from ..values import Dyn
+from .indices import iterate, subscripts
+from .names import lookup_value
+
+
+def number(lw, e: s.Num, scope):
+    return e.value
+
+
+def variable(lw, e: s.Name, scope):
+    return lookup_value(lw, e.id, scope, e.span)
+
+
+def binary(lw, e: s.BinOp, scope):
+    left = lw.expr(e.left, scope)
+    right = lw.expr(e.right, scope)
+    if e.op == "@":
+        return lw.v.matmul(left, right, e.span)
+    if e.op in ("//", "%"):
+        return lw.v.int_op(e.op, left, right, e.span)
+    return lw.v.arith(e.op, left, right, e.span)
+
+
+def unary(lw, e: s.UnaryOp, scope):
+    value = lw.expr(e.operand, scope)
+    return value if e.op == "+" else lw.v.negate(value, e.span)
+
+
+def compare(lw, e: s.Compare, scope):
+    return lw.v.compare(e.op, lw.expr(e.left, scope), lw.expr(e.right, scope), e.span)
+
+
+def logic(lw, e: s.BoolOp, scope):
+    left = lw.v.condition(lw.expr(e.left, scope), e.left.span)
+    if not isinstance(left, Dyn):
+        # Static short-circuit, as in Python: the other side may not even be valid.
+        if (e.op == "and") != bool(left):
+            return bool(left)
+        return lw.v.condition(lw.expr(e.right, scope), e.right.span)
+    right = lw.v.condition(lw.expr(e.right, scope), e.right.span)
+    return lw.v.logic(e.op, left, right)
+
+
+def negation(lw, e: s.Not, scope):
+    value = lw.v.condition(lw.expr(e.operand, scope), e.operand.span)
+    if isinstance(value, Dyn):
+        return lw.v.dyn(lw.b.op("not", value.id))
+    return not value
+
+
+def conditional(lw, e: s.Cond, scope):
+    test = lw.v.condition(lw.expr(e.test, scope), e.test.span)
+    if not isinstance(test, Dyn):
+        return lw.expr(e.then if test else e.orelse, scope)
+    a = lw.expr(e.then, scope)
+    b = lw.expr(e.orelse, scope)
+    return lw.v.merge(test, a, b, None, e.span)
+
+
+def array_literal(lw, e: s.ArrayLit, scope):
+    return lw.v.stack([lw.expr(x, scope) for x in e.elts], e.span)
+
+
+def comprehension(lw, e: s.Comprehension, scope):
+    items: list = []
+    generate(lw, e.elt, e.clauses, 0, scope, items, e.span)
+    return lw.v.stack(items, e.span)
+
+
+def index(lw, e: s.Index, scope):
+    value = lw.expr(e.value, scope)
+    return lw.v.getitem(value, subscripts(lw, e.subscripts, scope), e.span)
+
+
+def generate(lw, elt, clauses, k: int, scope, out: list, array=None) -> None:
+    """Append the elements of a generator (its `for` and `if` clauses from the k-th on) to
+    `out`; `array`: the span of a comprehension, whose length is checked against the elements
+    limit as it grows."""
+    if k == len(clauses):
+        if array is not None:
+            lw.v.check_size(len(out) + 1, array, "this comprehension")
+        out.append(lw.expr(elt, scope))
+        return
+    clause = clauses[k]
+    if isinstance(clause, s.CompIf):
+        test = lw.v.condition(lw.expr(clause.test, scope), clause.test.span)
+        if isinstance(test, Dyn):
+            raise StaticValueError(
+                "a comprehension filter must be static, but this one depends on an input",
+                clause.test.span, hint="use `if c then a else b` inside the element")
+        if test:
+            generate(lw, elt, clauses, k + 1, scope, out, array)
+        return
+    for item in iterate(lw, clause.iter, scope):
+        generate(lw, elt, clauses, k + 1, ChainMap({clause.name: item}, scope), out, array)
+
+
+RULES = {
+    s.Num: number,
+    s.Name: variable,
+    s.BinOp: binary,
+    s.UnaryOp: unary,
+    s.Compare: compare,
+    s.BoolOp: logic,
+    s.Not: negation,
+    s.Cond: conditional,
+    s.ArrayLit: array_literal,
+    s.Comprehension: comprehension,
+    s.Index: index,
+}

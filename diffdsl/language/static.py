@@ -1,0 +1,30 @@
+"""Builtins of static numbers, folded through the op table as the compiled program computes
+them (values.py): a static real with the row's NumPy function (IEEE: `log(0)` is `-inf`), a
+static integer kept an integer where the row says its value at integers is one."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ..graph.ops import OPS
+from ..graph.ufuncs import FUNCTIONS
+
+
+def static_integer(name: str, xs: tuple) -> int | None:
+    """The builtin `name` of static integers as an integer where its result is one, else None.
+
+    These builtins (`keeps_integers` in the rows) keep static integers integer, as integer
+    arithmetic does, so `range(max(0, i - 2), min(n, i + 3))` works. floor and ceil of a static
+    real stay real: an integer would lose the sign of `ceil(-0.5)`, which is -0.0, and folding
+    never changes a result.
+    """
+    row = OPS.get(name)
+    if row is not None and row.keeps_integers and all(type(x) in (int, bool) for x in xs):
+        return int(row.fold(*(int(x) for x in xs)))
+    return None
+
+
+def static_real(name: str, *xs: float) -> float:
+    """A static real computed with IEEE semantics, as the compiled program would."""
+    with np.errstate(all="ignore"):
+        return float(FUNCTIONS[name](*(np.float64(x) for x in xs)))

@@ -1,0 +1,100 @@
+"""What a derivative call adds to a program's inputs and makes of its outputs, for `Program`.
+
+A derivative graph takes the program's inputs and, for `jvp` and `hvp`, a tangent per input
+(`autodiff.tangent_name`), for `vjp` the seed (`autodiff.SEED`); it gives "value" and one
+"d:NAME" output per input (a Hessian's "d:A:B"). `Program`'s methods hand back those outputs
+by input name, and for a batch with `reduce=` the sum or mean over its rows.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from ..errors import UsageError
+from ..graph import autodiff
+from ..graph.ir import Graph
+
+KINDS = ("grad", "jacobian", "hessian", "hessian_diagonal", "vjp", "jvp", "hvp")
+REDUCTIONS = ("sum", "mean")
+
+
+def derivative_inputs(graph: Graph, kind: str, inputs: dict, wrt, seed, tangents):
+    """`(inputs of the derivative graph, wrt)`: the given inputs with the tangents or the seed
+    that `kind` needs added under their graph names; `wrt` of a jvp is its tangents' names."""
+    given = dict(inputs)
+    if kind in ("jvp", "hvp"):
+        if not isinstance(tangents, dict) or not tangents:
+            raise UsageError(f"{kind} needs tangents: a dict of input name -> array")
+        if kind == "jvp":
+            wrt = tuple(tangents)
+        else:
+            wrt = autodiff.pick_inputs(graph, wrt)
+            for name in tangents:
+                if name not in wrt:
+                    raise UsageError(f"a tangent is given for '{name}', which is not "
+                                     f"among the inputs differentiated by: {', '.join(wrt)}")
+        for name in wrt:  # hvp: a missing tangent is zero
+            value = tangents.get(name, np.zeros(graph.inputs[name].shape))
+            given[autodiff.tangent_name(name)] = value
+    elif kind == "vjp":
+        given[autodiff.SEED] = seed
+    elif kind not in KINDS:
+        raise UsageError(f"unknown derivative '{kind}'")
+    return given, wrt
+
+
+def split_outputs(kind: str, out: dict) -> tuple:
+    """`(value, result)` from the derivative graph's outputs, `result` shaped as the method
+    of the same name returns it: `{input: array}`, a Hessian's `{input: {input: array}}`."""
+    if kind == "jvp":
+        return out["value"], out["jvp"]
+    if kind == "hessian":
+        result: dict = {}
+        for key, value in out.items():
+            if key.startswith("d:"):
+                a, b = key[2:].split(":")
+                result.setdefault(a, {})[b] = value
+        return out["value"], result
+    return out["value"], by_input(out)
+
+
+def by_input(out: dict) -> dict:
+    return {key[2:]: value for key, value in out.items() if is_derivative(key)}
+
+
+def is_derivative(name: str) -> bool:
+    return name.startswith("d:")
+
+
+def input_of(name: str) -> str:
+    return name[2:]
+
+
+def check_reduce(reduce: str) -> None:
+    if reduce not in REDUCTIONS:
+        raise UsageError(f"unknown reduce={reduce!r}; use 'sum' or 'mean' (or None)")
+
+
+def reduce_value(value, reduce: str):
+    check_reduce(reduce)
+    return np.sum(value) if reduce == "sum" else np.mean(value)
+
+
+def reduce_grads(graph: Graph, grads: dict, given: dict, reduce: str) -> dict:
+    """Per-row gradients to the gradient of the rows' sum or mean: an input shared by every
+    row gets one gradient of its declared shape, a batched input keeps its rows' gradients
+    (divided by the row count for the mean)."""
+    check_reduce(reduce)
+    rows = None
+    out = {}
+    for name, g in grads.items():
+        extra = np.ndim(g) - len(graph.inputs[name].shape)
+        if extra:  # every input's gradient carries the batch dimensions
+            rows = math.prod(np.shape(g)[:extra])
+        shared = np.ndim(given[name]) == len(graph.inputs[name].shape)
+        out[name] = np.sum(g, axis=tuple(range(extra))) if shared and extra else g
+    if reduce == "mean" and rows:
+        out = {name: g / rows for name, g in out.items()}
+    return out

@@ -1,0 +1,291 @@
+"""The engine: where a graph runs, its compiled kernels, and the fast single-point path.
+
+`Engine.run(graph, inputs, backend, dtype)` is the one route of an evaluation: a single point
+given as host arrays of the declared shapes goes straight to the kernel (`_Plan.try_point`);
+anything else is checked (`inputs.prepare_inputs`) and sent to one backend, the numpy
+interpreter, the CPU's machine code or the GPU. Kernels are made once per graph and dtype,
+from the disk cache when an entry is there.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+
+import numpy as np
+
+from ..errors import InputError, UsageError
+from ..graph.ir import Graph
+from .inputs import prepare_inputs, unflatten
+
+DTYPES = {"float64": np.float64, "float32": np.float32}
+BACKENDS = ("auto", "numpy", "cpu", "cuda")
+# Rows from which "auto" sends a batch to a GPU (set before any GPU measurement: README).
+CUDA_AUTO_ROWS = 100_000
+BACKEND_ENV = "DIFFDSL_BACKEND"  # what "auto" means when set: lets a test suite pick numpy
+
+
+class Stats:
+    """Counts of the expensive steps, so tests can watch that re-evaluation builds nothing."""
+
+    def __init__(self):
+        self.graphs_built = 0  # graphs lowered from source or derived by autodiff
+        self.kernels_built = 0  # kernels compiled by a backend (not loaded from the cache)
+
+    @property
+    def builds(self) -> int:
+        return self.graphs_built + self.kernels_built
+
+
+class Engine:
+    """Kernels and plans of one program's graphs; `cache=False` keeps them off the disk."""
+
+    def __init__(self, stats: Stats, cache: bool = True):
+        self.stats = stats
+        self.cache = cache
+        # Keyed by the graph itself, hashed by its key: an equal graph finds the same kernel.
+        self._kernels: dict = {}  # (graph, dtype[, "cuda"]) -> kernel
+        self._plans: dict = {}  # (graph, dtype) -> _Plan
+
+    def run(self, graph: Graph, inputs: dict, backend: str, dtype: str) -> dict:
+        """Every output of `graph` by name, each of shape batch + declared shape."""
+        backend = resolve_backend(backend)
+        if backend in ("cpu", "auto"):
+            plan = self._plans.get((graph, dtype))
+            if plan is not None:
+                fast = plan.try_point(inputs)
+                if fast is not None:
+                    return fast
+        on_device = _device_inputs(inputs)
+        if backend == "cuda" or (backend == "auto" and on_device):
+            return self._run_cuda(graph, inputs, on_device, dtype)
+        if on_device:  # GPU arrays given to a CPU backend: copied to the host once
+            inputs = {k: (_to_host(v) if k in on_device else v) for k, v in inputs.items()}
+        dt = DTYPES[dtype]
+        batch, arrays = prepare_inputs(graph, inputs, dt)
+        if backend == "auto":
+            if _rows(batch) >= CUDA_AUTO_ROWS and gpu_present():
+                return self._run_cuda(graph, inputs, on_device, dtype)
+            backend = "cpu"
+        if backend == "numpy":
+            from ..backends import numpy as reference
+            return unflatten(graph.outputs, reference.evaluate(graph, arrays, dt), batch)
+        return self._run_cpu(graph, arrays, batch, dtype)
+
+    def compiled_plan(self, graph: Graph, dtype: str) -> _Plan | None:
+        """The single-point plan of `graph` once its CPU kernel is compiled, else None."""
+        return self._plans.get((graph, dtype))
+
+    # the CPU ----------------------------------------------------------------------------------
+    def _run_cpu(self, graph: Graph, arrays: dict, batch: tuple, dtype: str) -> dict:
+        kernel = self.kernel(graph, dtype)
+        rows = _rows(batch)
+        given = [np.ascontiguousarray(arrays[name]) for name in graph.inputs]
+        strides = [port.size if a.ndim == 2 else 0
+                   for port, a in zip(graph.inputs.values(), given, strict=True)]
+        outs = {name: np.empty(tuple(batch) + port.shape, dtype=DTYPES[dtype])
+                for name, port in graph.outputs.items()}
+        if batch == ():
+            kernel.point(given, list(outs.values()))
+        else:
+            kernel.run(given, strides, list(outs.values()), rows)
+        return {name: (out[()] if out.ndim == 0 else out) for name, out in outs.items()}
+
+    def kernel(self, graph: Graph, dtype: str = "float64"):
+        """The compiled CPU kernel of `graph`: made once, from the disk cache when there."""
+        found = self._kernels.get((graph, dtype))
+        if found is not None:
+            return found
+        from ..backends import cpu
+        if cpu.uses_tape(graph):
+            kernel = cpu.Kernel(graph, dtype, cache=self.cache)
+            self.stats.kernels_built += 1
+        else:
+            kernel = self._cached_kernel(graph, dtype)
+        self._kernels[(graph, dtype)] = kernel
+        self._plans[(graph, dtype)] = _Plan(graph, kernel)
+        return kernel
+
+    def _cached_kernel(self, graph: Graph, dtype: str):
+        from ..backends import cpu, native
+        from ..cache import CacheUnavailable, KernelCache, kernel_key, warn_in_memory
+        store = KernelCache() if self.cache else None
+        key = None
+        if store is not None:
+            key = kernel_key(graph.key(), "cpu", dtype,
+                             f"{native.target_id()} data {cpu.DATA_OFFSET}")
+            entry = store.load_object(key)
+            if entry is not None:
+                try:
+                    return cpu.Kernel(graph, dtype, entry[0], entry[1]["slots"])
+                except (RuntimeError, KeyError, TypeError):
+                    store.drop(key)  # a foreign or damaged object: rebuilt below
+        kernel = cpu.Kernel(graph, dtype)
+        self.stats.kernels_built += 1
+        if store is not None:
+            try:
+                store.store_object(key, kernel.obj, {"slots": kernel.slots,
+                                                     "nodes": len(graph.nodes)})
+            except CacheUnavailable as exc:
+                warn_in_memory(str(exc))
+        return kernel
+
+    # the GPU ----------------------------------------------------------------------------------
+    def _run_cuda(self, graph: Graph, inputs: dict, on_device: set, dtype: str) -> dict:
+        """Evaluate on the GPU. Device inputs are used in place, and then results stay there."""
+        from ..backends import cuda as gpu
+        if not gpu.available():
+            raise UsageError("backend 'cuda' needs an NVIDIA GPU with a working driver, and "
+                             "none was found", hint="use --backend cpu, or install the "
+                             "'cuda' extra (numba-cuda) on a machine with a GPU")
+        # Shapes are checked as for host inputs; a zero-stride stand-in copies no data.
+        standins = {k: (np.broadcast_to(np.float64(0), tuple(v.shape)) if k in on_device
+                        else v) for k, v in inputs.items()}
+        batch, arrays = prepare_inputs(graph, standins)
+        rows = _rows(batch)
+        kernel = self.cuda_kernel(graph, dtype)
+        given = []
+        for name, port in graph.inputs.items():
+            if name in on_device:
+                value = gpu.as_device(inputs[name])
+                shape = (rows, port.size) if arrays[name].ndim == 2 else (1, port.size)
+                given.append(value.reshape(shape))
+            else:
+                given.append(np.ascontiguousarray(arrays[name], dtype=DTYPES[dtype]))
+        try:
+            outs = kernel.run(given, rows)
+        except TypeError as exc:  # a device array of the other dtype: not copied silently
+            raise InputError(str(exc)) from None
+        result = {}
+        for (name, port), out in zip(graph.outputs.items(), outs, strict=True):
+            shape = tuple(batch) + port.shape
+            if isinstance(out, np.ndarray):
+                value = out.reshape(shape)
+                result[name] = value[()] if not shape else value
+            else:
+                result[name] = out.reshape(shape or (1,))
+        return result
+
+    def cuda_kernel(self, graph: Graph, dtype: str = "float64"):
+        """The compiled CUDA kernel of `graph`, made once (cached on disk like the CPU's)."""
+        found = self._kernels.get((graph, dtype, "cuda"))
+        if found is not None:
+            return found
+        from ..backends import cuda as gpu
+        from ..backends import emit
+        if gpu.uses_tape(graph):
+            kernel = gpu.Kernel(graph, dtype, cache=self.cache).warm()
+        else:
+            from ..cache import kernel_key
+            from ..version import __version__
+            key = kernel_key(graph.key(), "cuda", dtype)
+            source = gpu.module_source(graph, dtype, key, __version__)
+            # Made in memory when the cache is off or unusable, or its entry is damaged.
+            kernel = emit.load_module(f"diffdsl_cuda_kernel_{key[:32]}", source,
+                                      key if self.cache else None,
+                                      lambda module: gpu.Kernel(graph, dtype, module).warm())
+        self.stats.kernels_built += 1
+        self._kernels[(graph, dtype, "cuda")] = kernel
+        return kernel
+
+
+class _Plan:
+    """What a single-point call needs of a compiled graph, looked up once.
+
+    `fast(keep, rename)` writes a function for the call people make in a loop: it takes the
+    inputs dict and returns the outputs, or None when a value is not an array of exactly the
+    declared shape and dtype, C-contiguous (or a Python float for a scalar): the caller then
+    takes the general path, which converts or explains. The function is specialised to the
+    ports (generated text, as `dataclasses` writes `__init__`), so a call costs a few attribute
+    checks, one allocation per returned output and one call of the kernel's builtin.
+    """
+
+    def __init__(self, graph: Graph, kernel):
+        self.kernel = kernel
+        self.dtype = kernel.dtype
+        self.shapes = [(name, port.shape) for name, port in graph.inputs.items()]
+        self.outputs = [(name, port.shape) for name, port in graph.outputs.items()]
+        self.try_point = self.fast()
+
+    def fast(self, keep=None, rename=None):
+        """The single-point function; `keep(name)` selects the outputs it returns (the others
+        are written into arrays it reuses) and `rename(name)` their keys."""
+        k = self.kernel
+        env = {"ndarray": np.ndarray, "empty": np.empty, "array": np.array,
+               "dtype": self.dtype, "point": k.point_builtin(), "scratch": k.scratch_array(),
+               "run": k.point}
+        lines = ["def fast(inputs):", f"    if len(inputs) != {len(self.shapes)}:",
+                 "        return None"]
+        for j, (name, shape) in enumerate(self.shapes):
+            v = f"i{j}"
+            lines += [f"    {v} = inputs.get({name!r})",
+                      f"    if type({v}) is not ndarray or {v}.shape != {shape!r} "
+                      f"or {v}.dtype != dtype or not {v}.flags.c_contiguous:"]
+            if shape == ():
+                lines += [f"        if type({v}) is not float:", "            return None",
+                          f"        {v} = array({v}, dtype)"]
+            else:
+                lines += ["        return None"]
+        result = []
+        for j, (name, shape) in enumerate(self.outputs):
+            if keep is None or keep(name):
+                lines.append(f"    o{j} = empty({shape!r}, dtype)")
+                key = name if rename is None else rename(name)
+                result.append(f"{key!r}: o{j}" + ("" if shape else "[()]"))
+            else:
+                env[f"o{j}"] = np.empty(shape, self.dtype)  # written, never returned
+        args = [f"i{j}" for j in range(len(self.shapes))] + \
+            [f"o{j}" for j in range(len(self.outputs))]
+        if env["point"] is not None:
+            lines.append(f"    point({', '.join(args + ['scratch'])})")
+        else:
+            lines.append(f"    run([{', '.join(args[:len(self.shapes)])}], "
+                         f"[{', '.join(args[len(self.shapes):])}])")
+        lines.append("    return {" + ", ".join(result) + "}")
+        exec("\n".join(lines), env)
+        return env["fast"]
+
+
+def resolve_backend(name: str) -> str:
+    """What "auto" means here: DIFFDSL_BACKEND when set, else "auto" (decided per call: the
+    GPU for device inputs or large batches when one is present, else the CPU)."""
+    name = check_backend(name)
+    if name == "auto":
+        name = check_backend(os.environ.get(BACKEND_ENV, "auto"))
+    return name
+
+
+def gpu_present() -> bool:
+    """A real GPU (not Numba's simulator) that numba.cuda can use."""
+    from ..backends import cuda as gpu
+    return gpu.available() and not gpu.simulated()
+
+
+def _device_inputs(inputs: dict) -> set:
+    if all(type(v) in (np.ndarray, float, int, list) for v in inputs.values()):
+        return set()  # the common case, decided without importing the CUDA backend
+    from ..backends import cuda as gpu
+    return {k for k, v in inputs.items() if gpu.is_device_array(v)}
+
+
+def _to_host(value) -> np.ndarray:
+    from ..backends import cuda as gpu
+    return gpu.as_device(value).copy_to_host()
+
+
+def _rows(batch: tuple) -> int:
+    return math.prod(batch)
+
+
+def check_backend(name: str) -> str:
+    if name not in BACKENDS:
+        raise UsageError(f"unknown backend '{name}'; choose one of {', '.join(BACKENDS)}")
+    return name
+
+
+def check_dtype(name) -> str:
+    if isinstance(name, type) or isinstance(name, np.dtype):
+        name = np.dtype(name).name
+    if name not in DTYPES:
+        raise UsageError(f"unknown dtype '{name}'; choose float64 or float32")
+    return name

@@ -1,0 +1,273 @@
+"""SymPy export of IR graphs (`to_sympy`, `diffdsl diff`). SymPy's own derivatives, with the
+language's conventions, are symbolic/oracle.py's; printing formulas is symbolic/formulas.py's.
+
+`to_sympy` turns outputs of a graph into SymPy expressions in one forward loop over the node
+list (never a recursion over the graph), over the atoms of symbolic/atoms.py: input elements as
+real symbols (pass `real=False` for symbols without assumptions), constants as closed forms.
+
+Each op is written as its row's `sympy` field says (ops.py), compiled once into a rule of
+`SYMPY_FUNCS`. Notably:
+    select(c, a, b)      Piecewise((a, Ne(c, 0)), (b, True)); where `c` is a comparison or a
+                         logical combination of comparisons, its relation is the condition:
+                         Piecewise((a, x > 0), (b, True))
+    lt, le, ..., and     Piecewise((1, x < y), (0, True))
+    min(a, b), max       Piecewise((a, a <= b), (b, True)): the first argument on a tie, as the
+                         language has it (SymPy's Min and Max are symmetric)
+    log1p, expm1         log(1 + x), exp(x) - 1
+    log2, log10          log(x, 2), log(x, 10)
+    cbrt                 real_root(x, 3): the real cube root, also of negative numbers
+    hypot                sqrt(x**2 + y**2)
+
+Graphs are hash-consed, so a subexpression used twice is one SymPy object used twice; the tree
+that SymPy prints may still be exponentially larger than the graph (the determinant by minors
+has n! terms).
+"""
+
+from __future__ import annotations
+
+from typing import Callable
+
+import sympy as sp
+
+from .. import deepstack
+from ..errors import UsageError
+from ..graph import autodiff
+from ..graph.ir import Graph
+from .atoms import Symbols, constant, unravel
+from .ops import ALT_FUNCS, SYMPY_FUNCS, Arg, select
+
+__all__ = ["SYMPY_FUNCS", "Symbols", "constant", "select", "to_sympy", "unravel"]
+
+# ---------------------------------------------------------------------------------------------
+# Size and depth
+
+DEEP = 150  # expression depth beyond which SymPy work runs on a thread with a large stack
+# Expression depth beyond which export builds unevaluated SymPy objects (`evaluate(False)`):
+# evaluating Add, Mul and Pow asks uncached questions that recurse to the bottom of their
+# arguments (`is_polynomial`, `is_number`), so a chain of n evaluated ops costs n**2.
+UNEVALUATED_DEPTH = 400
+INLINE_DEPTH = 30  # operations deep beyond which `export_shared` names a part of a formula
+
+
+def expression_sizes(graph: Graph, cap: int) -> tuple[list[int], list[int]]:
+    """For every node, the size of its expression written out as a tree (capped at `cap`) and
+    its depth: what SymPy will face, measured on the graph in one forward loop."""
+    sizes = [1] * len(graph.nodes)
+    depths = [1] * len(graph.nodes)
+    for i, node in enumerate(graph.nodes):
+        if node.args:
+            sizes[i] = min(cap, 1 + sum(sizes[a] for a in node.args))
+            depths[i] = 1 + max(depths[a] for a in node.args)
+    return sizes, depths
+
+
+def graph_depth(graph: Graph, ids) -> int:
+    """The depth of the deepest expression among nodes `ids`."""
+    ids = list(ids)
+    if not ids:
+        return 0
+    _, depths = expression_sizes(graph, 1)
+    return max(depths[i] for i in ids)
+
+
+def deep_call(depth: int, fn: Callable, *args, **kwargs):
+    """`fn(*args, **kwargs)`, on a thread with a stack to match `depth` when it is large.
+
+    Our loops never recurse, but SymPy recurses over an expression as it builds, prints or
+    differentiates it, a few frames per level: a chain 10,000 operations deep exhausts
+    Python's default limit of 1000. Past `DEEP` levels the work runs on a new thread whose
+    stack and recursion limit are sized to the depth (`deepstack.call`, which restores the
+    limit afterwards).
+    """
+    if depth <= DEEP:
+        return fn(*args, **kwargs)
+    return deepstack.call(60 * depth + 10_000, min(1 << 30, max(1 << 26, depth << 16)),
+                          fn, *args, **kwargs)
+
+
+# ---------------------------------------------------------------------------------------------
+# Export
+
+
+def export_nodes(graph: Graph, ids, atom: Callable) -> dict[int, sp.Expr]:
+    """SymPy expressions of the nodes `ids`, in one forward loop over what they reach.
+
+    `atom(name, k)` gives the symbol of element `k` of input `name`. Expressions deeper than
+    `UNEVALUATED_DEPTH` are built unevaluated: the tree of the graph as it is, `x*x` not `x**2`.
+    """
+    return _export(graph, ids, atom, frozenset(), None, graph_depth(graph, ids))
+
+
+def export_shared(graph: Graph, ids, atom: Callable, symbols) -> tuple[list, dict]:
+    """`export_nodes` with every node that two or more nodes (or outputs) use named once:
+    `(assignments, exprs)`, where `assignments` are `(symbol, expression)` pairs in the order
+    of the graph, each in terms of earlier symbols, and `exprs` are the nodes `ids` in terms
+    of them. Symbols come from the iterator `symbols`.
+
+    Linear in the graph, where `sympy.cse` works on the trees written out: a loop's derivative
+    graph of a few hundred nodes can stand for 10**10 terms (RK4 steps), which no tree
+    algorithm gets through. A condition used twice is named as well (`x3 = (x1 > 0) & x2`).
+    """
+    nodes = graph.nodes
+    live = _live(graph, ids)
+    users = [0] * len(nodes)
+    for i in ids:
+        users[i] += 1
+    for i, node in enumerate(nodes):
+        if live[i]:
+            for a in set(node.args):
+                users[a] += 1
+    # Named too: a chain of single uses deeper than INLINE_DEPTH, cut there, so that no one
+    # formula is deep (SymPy's evaluation of a deep Add or Piecewise walks all of it).
+    shared = set()
+    depths = [1] * len(nodes)
+    for i, node in enumerate(nodes):
+        if not live[i] or node.op in ("const", "input"):
+            continue
+        depths[i] = 1 + max((1 if a in shared else depths[a]) for a in node.args)
+        if users[i] > 1 or depths[i] > INLINE_DEPTH:
+            shared.add(i)
+    assignments: list = []
+    exprs = _export(graph, ids, atom, frozenset(shared), (symbols, assignments), INLINE_DEPTH,
+                    live)
+    return assignments, exprs
+
+
+def _live(graph: Graph, ids) -> bytearray:
+    """1 for every node that the nodes `ids` reach."""
+    nodes = graph.nodes
+    live = bytearray(len(nodes))
+    for i in ids:
+        live[i] = 1
+    for i in range(len(nodes) - 1, -1, -1):
+        if live[i]:
+            for a in nodes[i].args:
+                live[a] = 1
+    return live
+
+
+def _export(graph: Graph, ids, atom: Callable, shared: frozenset, naming, depth: int,
+            live: bytearray | None = None) -> dict:
+    live = _live(graph, ids) if live is None else live
+    if depth > UNEVALUATED_DEPTH:
+        with sp.evaluate(False):
+            return _export_nodes(graph, atom, shared, naming, live, ids)
+    return _export_nodes(graph, atom, shared, naming, live, ids)
+
+
+def _export_nodes(graph: Graph, atom: Callable, shared: frozenset, naming, live: bytearray,
+                  ids) -> dict[int, sp.Expr]:
+    nodes = graph.nodes
+    exprs: list = [None] * len(nodes)
+    alts: list = [None] * len(nodes)  # None: the same as exprs[i]
+    rels: dict[int, object] = {}
+    for i, node in enumerate(nodes):
+        if not live[i]:
+            continue
+        if node.op == "const":
+            exprs[i] = constant(node.attr)
+            continue
+        if node.op == "input":
+            exprs[i] = atom(*node.attr)
+            continue
+        name = node.op
+        args = [Arg(exprs[a], exprs[a] if alts[a] is None else alts[a], rels.get(a))
+                for a in node.args]
+        result = SYMPY_FUNCS[name](args)
+        # A Symbol is a Boolean too in SymPy; a condition is a Boolean that is no Expr.
+        if isinstance(result, sp.logic.boolalg.Boolean) and not isinstance(result, sp.Expr):
+            if i in shared and naming is not None and not result.is_Atom:
+                result = _name(naming, result)  # a Symbol is a condition too
+            rels[i] = result
+            exprs[i] = sp.Piecewise((sp.Integer(1), result), (sp.Integer(0), True))
+            if isinstance(exprs[i], sp.Piecewise):
+                alts[i] = select(result, sp.Integer(1), sp.Integer(0))
+            continue
+        exprs[i] = result
+        if name in ALT_FUNCS:
+            if isinstance(result, sp.Piecewise) or any(alts[a] is not None for a in node.args):
+                alts[i] = ALT_FUNCS[name](args)
+        elif any(alts[a] is not None for a in node.args):
+            alts[i] = SYMPY_FUNCS[name]([Arg(g.alt, g.alt, g.rel) for g in args])
+        # A select is named wherever it is: Piecewise walks the Piecewises in its arguments.
+        if naming is not None and not result.is_Atom and (i in shared or
+                                                          isinstance(result, sp.Piecewise)):
+            exprs[i] = _name(naming, result)
+            alts[i] = None
+    return {i: exprs[i] for i in ids}
+
+
+def _name(naming, expr):
+    symbols, assignments = naming
+    symbol = next(symbols)
+    assignments.append((symbol, expr))
+    return symbol
+
+
+def shaped(flat: list, shape: tuple):
+    """An expression for shape (), else a `sympy.Array` of `shape` (row-major `flat`)."""
+    if not shape:
+        return flat[0]
+    return sp.Array(flat, shape)
+
+
+def _output_names(graph: Graph, names) -> list[str]:
+    if names is None:
+        return list(graph.outputs)
+    names = [names] if isinstance(names, str) else list(names)
+    for name in names:
+        if name not in graph.outputs:
+            raise UsageError(f"'{name}' is not an output of this program",
+                             hint=f"the outputs are: {', '.join(graph.outputs)}")
+    return names
+
+
+def to_sympy(graph: Graph, names=None, real: bool = True) -> dict:
+    """Outputs (all, or those in `names`) as SymPy: an expression, or a `sympy.Array`."""
+    names = _output_names(graph, names)
+    syms = Symbols(graph, real)
+    ids = [i for name in names for i in graph.outputs[name].ids]
+    exprs = deep_call(graph_depth(graph, ids), export_nodes, graph, ids,
+                      lambda name, k: syms.public[name][k])
+    return {name: shaped([exprs[i] for i in graph.outputs[name].ids], graph.outputs[name].shape)
+            for name in names}
+
+
+# ---------------------------------------------------------------------------------------------
+# Derivatives as SymPy, element by element
+
+
+def function_exprs(graph: Graph, of: str, atom: Callable) -> list:
+    """The elements of output `of`, flat."""
+    ids = graph.outputs[of].ids
+    exprs = export_nodes(graph, ids, atom)
+    return [exprs[i] for i in ids]
+
+
+def jacobian_exprs(jac: Graph, wrt: list[str], atom: Callable) -> dict[str, list]:
+    """The "d:NAME" outputs of a jacobian graph, flat, by input name."""
+    ids = [i for name in wrt for i in jac.outputs[autodiff.d_name(name)].ids]
+    exprs = export_nodes(jac, ids, atom)
+    return {name: [exprs[i] for i in jac.outputs[autodiff.d_name(name)].ids] for name in wrt}
+
+
+# ---------------------------------------------------------------------------------------------
+# Depth of SymPy expressions
+
+
+def sympy_depth(exprs) -> int:
+    """The depth of the deepest of the SymPy expressions `exprs`, found without recursion."""
+    depth: dict[int, int] = {}  # id of a subexpression -> its depth; `exprs` keeps them alive
+    deepest = 0
+    for root in exprs:
+        stack = [(root, False)]
+        while stack:
+            expr, ready = stack.pop()
+            args = getattr(expr, "args", ())
+            if ready:
+                depth[id(expr)] = 1 + max((depth[id(a)] for a in args), default=0)
+            elif id(expr) not in depth:
+                stack.append((expr, True))
+                stack.extend((a, False) for a in args if id(a) not in depth)
+        deepest = max(deepest, depth[id(root)])
+    return deepest
