@@ -2,12 +2,11 @@
 
     python bench/while_cost.py [--steps 10 100 1000] [--markdown]
 
-A `while` loop is unrolled N times with a running flag
-(diffdsl/language/lower/while_loop.py), so every cost should grow linearly in N and in the size
-of the body. Two bodies: a Newton step for the square root, written out, and the same step with its derivative taken inside the program by
-`grad(e, r)`. Each row is one fresh compilation; the CPU build is of the gradient graph (text
-to loaded machine code, no disk cache).
-"""
+A `while` loop is unrolled N times with a running flag (diffdsl/language/lower/while_loop.py),
+so every cost should grow linearly in N and in the size of the body. Two bodies: a Newton step
+for the square root, written out, and the same step with its derivative taken inside the
+program by `grad(e, r)`. Each row is one fresh compilation; the CPU build is of the gradient
+graph (text to loaded machine code, no disk cache). """
 
 from __future__ import annotations
 
