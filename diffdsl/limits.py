@@ -28,13 +28,18 @@ class Limits:
     # nodes of one graph, the program's or a derivative's: the CPU tape's threshold, and room
     # for GradBench's k-means gradient (1,034,000 nodes)
     nodes: int = 2_000_000
+    # iterations of a regular loop that lowering writes out; a longer one stays a loop (a
+    # region, whose body is lowered once). A huge value unrolls every loop: the reference
+    # semantics, which tests compare with.
+    unroll: int = 64
 
 
 NAMES = tuple(f.name for f in fields(Limits))
 ENV = {name: f"DIFFDSL_MAX_{name.upper()}" for name in NAMES}
 # What each limit counts, for messages.
 WHAT = {"int_bits": "bits in a static integer", "elements": "elements in an array",
-        "steps": "steps of unrolled work", "nodes": "nodes in a graph"}
+        "steps": "steps of unrolled work", "nodes": "nodes in a graph",
+        "unroll": "iterations of a loop written out"}
 
 _overrides: list[dict] = []
 

@@ -52,8 +52,12 @@ LAYERS = {
     "graph/rewrites": 1,  # the builder's identities, beside the op table
     "graph/colouring": 1,  # graph colouring and recovery on CSR index arrays (numpy only)
     "graph/ufuncs": 1.5,  # each op as a NumPy function, from its row
+    "graph/region": 1.75,  # the attribute of a region node: a loop kept as a loop
     "graph/ir": 2,
+    "graph/loops": 2.75,  # regions: built, unrolled, inlined, differentiated
     "graph/ports": 2.5,  # derivative graphs' port names; which output and inputs
+    "graph/loop_sweeps": 2.9,  # derivatives of regions: regions over the body's derivative
+    "graph/sweeps": 2.95,  # the reverse and forward sweeps, with select guards
     "graph/autodiff": 3,
     "graph/dot": 3,
     "graph/sparsity": 3.25,  # patterns from the graph, compressed derivative graphs
@@ -62,11 +66,13 @@ LAYERS = {
     "language/syntax": 1,
     "language/parse": 2,
     "language/static": 2.25,  # builtins of static numbers, folded through the rows
+    "language/loop_index": 2.4,  # the variable of a loop kept as a loop
     "language/values": 2.5,
     "language/builtins/common": 2.6,  # argument checks; scalar arithmetic of static operands
     "language/builtins/linalg": 2.7,  # dot, transpose, trace, minor, det, inv, solve, ...
     "language/builtins/table": 2.75,  # the table: elementwise, reductions, shapes, the above
     "language/builtins/__init__": 2.8,
+    "language/lower/regions": 3.105,  # loops kept as loops: bodies lowered once
     "language/lower/derivatives": 3.1,  # grad(e, x) inside a program: autodiff's sweeps
     "language/lower/while_loop": 3.1,
     "language/lower/names": 3.11,  # what a name means; suggestions for a misspelled one
@@ -81,6 +87,7 @@ LAYERS = {
     "backends/emit": 3,
     "backends/numba_text": 3,  # Numba's text of the rows: expressions, tape dispatch
     "backends/cudasim": 3,  # IEEE math for the CUDA simulator
+    "backends/llvm_loops": 2.9,  # a region as a loop of LLVM IR calling its body
     "backends/llvm": 3,  # the LLVM IR emitter: text from a graph
     "backends/native": 3,  # llvmlite: object code from text, loaded into the JIT
     "backends/numpy": 4,

@@ -35,6 +35,7 @@ import numpy as np
 
 from ..graph.ir import Graph, verify
 from ..graph.ops import OPS
+from .llvm_loops import loop
 
 SEGMENT = 250  # nodes per segment: compile time per node grows with it (README)
 TYPES = {"float64": ("double", "f64", ""), "float32": ("float", "f32", "f")}
@@ -59,36 +60,73 @@ def emit(graph: Graph, dtype: str, data_offset: int, header: str = "") -> tuple[
     scratch elements an evaluation needs. A malformed graph is refused here (`ir.verify`)."""
     verify(graph)
     t = TYPES[dtype][0]
-    plan = _Layout(graph)
+    module = _Module(dtype)
+    plan = module.function(graph, "")
     lines = [f"; diffdsl kernel {header}".rstrip(),
              f"; {dtype}; {len(graph.nodes)} nodes; {len(plan.segments)} segments; "
-             f"{plan.slots} slots", ""]
-    spell = _spellings(dtype)
-    callees: dict[str, str] = {}
-    for op in {node.op for node in graph.nodes}:
-        for m in _CALL.finditer(spell.get(op, "")):
-            callees[m.group(2)] = f"declare {m.group(1)} @{m.group(2)}(" + \
-                ", ".join([m.group(1)] * (m.group(3).count(",") + 1)) + ") nounwind"
-    for k, (start, stop) in enumerate(plan.segments):
-        body = _segment(graph, plan, start, stop, k == len(plan.segments) - 1, dtype, spell)
-        # One segment is inlined into the entries (the optimiser then keeps the port
-        # pointers in registers across rows); several stay apart, to keep compiling fast.
-        inline = "alwaysinline" if len(plan.segments) == 1 else "noinline"
-        lines.append(f"define internal void @seg{k}(ptr noalias %p, ptr noalias %s) "
-                     f"{inline} nounwind {{")
-        lines.append("entry:")
-        lines.extend("  " + line for line in body)
-        lines += ["  ret void", "}", ""]
+             f"{plan.scratch} scratch", ""]
+    lines += module.lines
     lines += _entries(plan, len(graph.inputs) + len(graph.outputs), t, data_offset)
-    lines += sorted(callees.values())
-    for k, count, table in plan.fills:
-        if table is not None:
-            values = ", ".join(f"{t} {literal(x, dtype)}" for x in table)
-            lines.append(f"@table{k} = private unnamed_addr constant [{count} x {t}] [{values}]")
-    if plan.fills:
+    lines += sorted(module.callees.values())
+    lines += module.tables
+    if module.tables or module.fills:
         lines += ["declare void @llvm.memset.p0.i64(ptr, i8, i64, i1)",
                   "declare void @llvm.memcpy.p0.p0.i64(ptr, ptr, i64, i1)"]
-    return "\n".join(lines) + "\n", plan.slots
+    return "\n".join(lines) + "\n", plan.scratch
+
+
+class _Module:
+    """The functions of one kernel: the graph's segments and, for each region, its body's
+    (named by the path of region nodes that leads to it: `@b12.seg0` is the first segment
+    of the body of node 12; `@b12` runs them)."""
+
+    def __init__(self, dtype: str):
+        self.dtype = dtype
+        self.spell = _spellings(dtype)
+        self.lines: list[str] = []
+        self.callees: dict[str, str] = {}
+        self.tables: list[str] = []
+        self.fills = False
+
+    def function(self, graph: Graph, prefix: str) -> _Layout:
+        """Emit the segments of `graph` as `@{prefix}seg{k}` (and the bodies of its regions);
+        its layout, which says how much scratch it needs."""
+        t = TYPES[self.dtype][0]
+        plan = _Layout(graph)
+        for op in {node.op for node in graph.nodes}:
+            for m in _CALL.finditer(self.spell.get(op, "")):
+                self.callees[m.group(2)] = f"declare {m.group(1)} @{m.group(2)}(" + \
+                    ", ".join([m.group(1)] * (m.group(3).count(",") + 1)) + ") nounwind"
+        for i, node in enumerate(graph.nodes):
+            if node.op == "region":
+                inner = self.function(node.attr.body, f"{prefix}b{i}.")
+                plan.place_region(i, node.attr, inner.scratch)
+                self._runner(f"{prefix}b{i}.", inner)
+        for k, (start, stop) in enumerate(plan.segments):
+            body = _segment(graph, plan, start, stop, k == len(plan.segments) - 1,
+                            self.dtype, self.spell, prefix)
+            # One segment is inlined into the entries (the optimiser then keeps the port
+            # pointers in registers across rows); several stay apart, to keep compiling fast.
+            inline = "alwaysinline" if len(plan.segments) == 1 else "noinline"
+            self.lines.append(f"define internal void @{prefix}seg{k}(ptr noalias %p, "
+                              f"ptr noalias %s) {inline} nounwind {{")
+            self.lines.append("entry:")
+            self.lines.extend("  " + line for line in body)
+            self.lines += ["  ret void", "}", ""]
+        for k, count, table in plan.fills:
+            self.fills = True
+            if table is not None:
+                values = ", ".join(f"{t} {literal(x, self.dtype)}" for x in table)
+                self.tables.append(f"@{prefix.replace('.', '_')}table{k} = private "
+                                   f"unnamed_addr constant [{count} x {t}] [{values}]")
+        return plan
+
+    def _runner(self, prefix: str, plan: _Layout) -> None:
+        """`@{prefix}run(ports, scratch)`: one iteration of a body, its segments in turn."""
+        calls = [f"  call void @{prefix}seg{k}(ptr %p, ptr %s)"
+                 for k in range(len(plan.segments))]
+        self.lines += [f"define internal void @{prefix}run(ptr noalias %p, ptr noalias %s) "
+                       "nounwind {", "entry:", *calls, "  ret void", "}", ""]
 
 
 class _Layout:
@@ -114,12 +152,29 @@ class _Layout:
         for i, node in enumerate(graph.nodes):
             for a in node.args:
                 if a // SEGMENT != i // SEGMENT and a not in self.source and a not in self.slot \
-                        and graph.nodes[a].op != "const":
+                        and graph.nodes[a].op not in ("const", "region", "part"):
                     self.slot[a] = len(self.slot)
         # Outputs that are inputs or constants are stored in the last segment.
         self.late = [i for i in self.stores
                      if i in self.source or graph.nodes[i].op == "const"]
         self.slots = max(len(self.slot), 1)
+        self.scratch = self.slots  # slots, then each region's areas (place_region)
+        self.areas: dict[int, dict] = {}
+
+    def place_region(self, i: int, region, body_scratch: int) -> None:
+        """Areas of the scratch for region node i: its values (`buf`), its captures, the
+        index as a real, one iteration's sums, each stream gathered when it is not a run of
+        an input's or a region's elements (`gather`), and its body's own scratch."""
+        area = {}
+        for name, size in (("buf", region.size), ("cap", region.captures), ("index", 1),
+                           ("sums", region.sums), ("body", body_scratch)):
+            area[name] = self.scratch
+            self.scratch += size
+        area["gather"] = []
+        for length, _, _ in region.streams:
+            area["gather"].append(self.scratch)
+            self.scratch += length
+        self.areas[i] = area
 
     def _fill(self, graph: Graph, k: int, ids) -> set:
         """Add a block fill of output port `k` when it pays; the elements it covers."""
@@ -143,9 +198,10 @@ def _spellings(dtype: str) -> dict[str, str]:
 
 
 def _segment(graph: Graph, plan: _Layout, start: int, stop: int, last: bool,
-             dtype: str, spell: dict) -> list[str]:
+             dtype: str, spell: dict, prefix: str = "") -> list[str]:
     t = TYPES[dtype][0]
     out: list[str] = []
+    block = ["entry"]  # the block being written: a region's loop ends in a block of its own
     here: set[int] = set()  # nodes with a name in this segment
     ports: set[int] = set()
 
@@ -162,7 +218,9 @@ def _segment(graph: Graph, plan: _Layout, start: int, stop: int, last: bool,
             return literal(node.attr, dtype)
         if i not in here:  # an input, or a value from an earlier segment: load it once
             here.add(i)
-            if i in plan.source:
+            if node.op == "part":
+                base, e = "%s", plan.areas[node.args[0]]["buf"] + node.attr
+            elif i in plan.source:
                 k, e = plan.source[i]
                 base = port(k)
             else:
@@ -186,11 +244,19 @@ def _segment(graph: Graph, plan: _Layout, start: int, stop: int, last: bool,
                 out.append(f"call void @llvm.memset.p0.i64(ptr {base}, i8 0, "
                            f"i64 {count * size}, i1 false)")
             else:
-                out.append(f"call void @llvm.memcpy.p0.p0.i64(ptr {base}, ptr @table{k}, "
+                out.append(f"call void @llvm.memcpy.p0.p0.i64(ptr {base}, "
+                           f"ptr @{prefix.replace('.', '_')}table{k}, "
                            f"i64 {count * size}, i1 false)")
     for i in range(start, stop):
         node = graph.nodes[i]
         if node.op in ("input", "const"):
+            continue
+        if node.op == "part":
+            store(i)
+            continue
+        if node.op == "region":
+            out.extend(loop(graph, plan, i, value, port, block, t, prefix,
+                            literal(-0.0, "float64")))
             continue
         out.append(spell[node.op].format(*[value(a) for a in node.args], r=f"%v{i}"))
         here.add(i)

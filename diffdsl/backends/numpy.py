@@ -6,7 +6,35 @@ from __future__ import annotations
 import numpy as np
 
 from ..graph.ir import Graph, verify, verifying
+from ..graph.loops import split_args
 from ..graph.ufuncs import FUNCTIONS
+
+
+def _region(region, args: list, rows: int | None, dtype) -> np.ndarray:
+    """A region's values, shape (rows, size) or (size,): its body evaluated once over all rows
+    and iterations together (iteration as one more batch axis), the sums taken over the
+    iterations in order (as the unrolled sum adds them: `np.sum` would add them pairwise)."""
+    n = region.n
+    r = rows if rows is not None else 1
+
+    def column(v):  # (r,) whether the value is shared or one per row
+        return np.broadcast_to(np.asarray(v, dtype=dtype), (r,))
+
+    captures, streams = split_args(region, args)
+    given = {"@i": np.tile(np.arange(n, dtype=dtype), r).reshape(r * n, 1),
+             "@c": np.repeat(np.stack([column(v) for v in captures], axis=1)
+                             if captures else np.zeros((r, 0), dtype), n, axis=0)}
+    for j, ((_, stride, offset), width) in enumerate(zip(region.streams, region.widths(),
+                                                         strict=True)):
+        data = np.stack([column(v) for v in streams[j]], axis=1) if streams[j] else \
+            np.zeros((r, 0), dtype)
+        at = offset + stride * np.arange(n)[:, None] + np.arange(width)[None, :]
+        given[f"@s{j}"] = data[:, at].reshape(r * n, width)
+    out = evaluate(region.body, given, dtype)
+    sums = out["@sum"].reshape(r, n, region.sums)
+    total = np.cumsum(sums, axis=1)[:, -1, :]  # a running sum adds in order
+    values = np.concatenate([total, out["@map"].reshape(r, n * region.maps)], axis=1)
+    return values if rows is not None else values[0]
 
 
 def evaluate(graph: Graph, inputs: dict[str, np.ndarray], dtype=np.float64) -> dict:
@@ -35,6 +63,12 @@ def evaluate(graph: Graph, inputs: dict[str, np.ndarray], dtype=np.float64) -> d
                 continue
             if node.op == "const":
                 values[i] = dtype.type(node.attr)
+                continue
+            if node.op == "region":
+                values[i] = _region(node.attr, [values[a] for a in node.args], rows, dtype)
+                continue
+            if node.op == "part":
+                values[i] = values[node.args[0]][..., node.attr]
                 continue
             result = FUNCTIONS[node.op](*(values[a] for a in node.args))
             # Keep float32 programs in float32: np.where and friends return float64.

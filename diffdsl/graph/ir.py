@@ -1,6 +1,9 @@
 """The IR: a scalar SSA graph in topological order, hash-consed.
 
-Every node is one real: an input element, a constant, or an op of `ops.OPS` on earlier nodes.
+Every node is one real: an input element, a constant, or an op of `ops.OPS` on earlier nodes;
+or a region (DESIGN.md, decision 9): a loop whose body is itself a graph, run `n` times over an
+index, whose values are read one at a time by `part` nodes (see `Region`; loops.py builds,
+unrolls and differentiates them).
 `Builder` interns each `(op, args, attr)`, so equal subexpressions are one node, folds
 constants and applies the identities of `rewrites.RULES` (`x * 1 = x`, `x + 0 = x`,
 `x * 0 = 0`). A `Graph` is the frozen result: nodes, the inputs (name, shape, node ids) and the
@@ -20,6 +23,7 @@ from dataclasses import dataclass, field
 from .. import limits
 from ..errors import Span
 from .ops import OPS
+from .region import Region
 from .rewrites import RULES
 
 VERIFY_ENV = "DIFFDSL_VERIFY"
@@ -79,6 +83,11 @@ class Graph:
                 lines.append(f"%{i} = const {float(node.attr).hex()}")
             elif node.op == "input":
                 lines.append(f"%{i} = input {node.attr[0]}[{node.attr[1]}]")
+            elif node.op == "region":
+                region = node.attr
+                lines.append(f"%{i} = region {region.key()} {_ids(node.args)}")
+            elif node.op == "part":
+                lines.append(f"%{i} = part %{node.args[0]} {node.attr}")
             else:
                 lines.append(f"%{i} = {node.op} {' '.join(f'%{a}' for a in node.args)}")
         for name, port in self.outputs.items():
@@ -124,6 +133,8 @@ class Builder:
                 b.const(node.attr)
             elif node.op == "input":
                 b.input(*node.attr)
+            elif node.op in ("region", "part"):
+                b._intern((node.op, node.args, node.attr), node)
             else:
                 args = node.args
                 if OPS[node.op].commutative:
@@ -177,6 +188,14 @@ class Builder:
         self.nodes.append(node)
         self._index[key] = len(self.nodes) - 1
         return len(self.nodes) - 1
+
+    def region(self, region: Region, args) -> int:
+        """A region node over `args` (captures, then each stream's elements)."""
+        return self._intern(("region", tuple(args), region), Node("region", tuple(args), region))
+
+    def part(self, region: int, k: int) -> int:
+        """Value `k` of region node `region` (see `Region`)."""
+        return self._intern(("part", (region,), k), Node("part", (region,), k))
 
     # the interface the pullbacks in ops.py build through
     def neg(self, a):
@@ -274,14 +293,20 @@ def verify(graph: Graph) -> Graph:
     seen: dict[tuple, int] = {}
     for i, node in enumerate(nodes):
         op, args = node.op, node.args
-        arity = _ARITY.get(op)
+        arity = _ARITY.get(op, -1 if op in ("region", "part") else None)
         if arity is None:
             _fault(i, node, f"'{op}' is not an op of the table")
-        if type(args) is not tuple or len(args) != arity:
+        if type(args) is not tuple or (arity >= 0 and len(args) != arity):
             _fault(i, node, f"{op} takes {arity} arguments, the node has {len(args)}")
         for a in args:
             if type(a) is not int or not 0 <= a < i:
                 _fault(i, node, f"argument {a!r} is not an earlier node")
+        if op in ("region", "part"):
+            _check_looped(nodes, i, node)
+            first = seen.setdefault((op, args, node.attr), i)
+            if first != i:
+                _fault(i, node, f"it repeats node {first}")
+            continue
         if op == "const":
             if type(node.attr) is not float:
                 _fault(i, node, f"a constant is a float, not {node.attr!r}")
@@ -304,6 +329,35 @@ def verify(graph: Graph) -> Graph:
                 raise GraphError(f"malformed graph: element {k} of input '{name}' is node {i}, "
                                  f"which is not input {name}[{k}]")
     return graph
+
+
+def _check_looped(nodes, i: int, node: Node) -> None:
+    """A region's body and arguments agree (its body verified as a graph); a part names a
+    value the region has."""
+    if node.op == "part":
+        region = nodes[node.args[0]] if len(node.args) == 1 else None
+        if region is None or region.op != "region":
+            _fault(i, node, "a part reads a region node")
+        if type(node.attr) is not int or not 0 <= node.attr < region.attr.size:
+            _fault(i, node, f"part {node.attr!r} of a region of {region.attr.size} values")
+        return
+    region = node.attr
+    if not isinstance(region, Region) or type(region.n) is not int or region.n < 1:
+        _fault(i, node, f"a region's attribute is a Region of n >= 1, not {region!r}")
+    body = verify(region.body)
+    expected = {"@i", "@c", *(f"@s{j}" for j in range(len(region.streams)))}
+    if set(body.inputs) != expected or set(body.outputs) != {"@sum", "@map"}:
+        _fault(i, node, f"the body's ports are {list(body.inputs)} -> {list(body.outputs)}")
+    if body.inputs["@i"].size != 1 or body.inputs["@c"].size != region.captures:
+        _fault(i, node, "the body's @i or @c does not match the region")
+    count = region.captures
+    for (length, stride, offset), width in zip(region.streams, region.widths(), strict=True):
+        last = offset + stride * (region.n - 1) + width - 1
+        if min(length, stride, offset) < 0 or (width and last >= length):
+            _fault(i, node, f"a stream of {length} elements read up to element {last}")
+        count += length
+    if len(node.args) != count:
+        _fault(i, node, f"the region takes {count} arguments, the node has {len(node.args)}")
 
 
 def _input_element(graph: Graph, i: int, node: Node) -> tuple:

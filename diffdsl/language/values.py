@@ -16,6 +16,7 @@ import numpy as np
 from .. import limits
 from ..errors import IndexRangeError, ShapeError, StaticValueError, TypeMismatchError
 from ..graph.ops import ARITHMETIC, COMPARISONS
+from .loop_index import Index
 from .static import static_integer, static_real
 
 
@@ -118,6 +119,8 @@ class Values:
     def node(self, x, span=None) -> int:
         if isinstance(x, Dyn):
             return x.id
+        if isinstance(x, Index):
+            return x.node(self.b)
         if is_array(x):
             raise ShapeError(f"expected a scalar, got {describe(x)}", span)
         return self.b.const(to_real(x))
@@ -154,7 +157,25 @@ class Values:
         return self.elementwise(lambda x, y: self.scalar_arith(op, x, y, span), [a, b], span,
                                 f"'{op}'")
 
+    def real(self, x):
+        """`x` with a loop index as its value, a real."""
+        return self.dyn(x.node(self.b)) if isinstance(x, Index) else x
+
+    def index_arith(self, op: str, x, y, span):
+        """Affine arithmetic keeps a loop index an index; the rest works on its value."""
+        if type(y) is int and isinstance(x, Index) and op in ("+", "-", "*"):
+            if op == "*":
+                return Index(x.builder, x.a * y, x.b * y)
+            return Index(x.builder, x.a, x.b + (y if op == "+" else -y))
+        if type(x) is int and isinstance(y, Index) and op in ("+", "-", "*"):
+            if op == "-":
+                return Index(y.builder, -y.a, x - y.b)
+            return self.index_arith(op, y, x, span)
+        return self.scalar_arith(op, self.real(x), self.real(y), span)
+
     def scalar_arith(self, op: str, x, y, span):
+        if isinstance(x, Index) or isinstance(y, Index):
+            return self.index_arith(op, x, y, span)
         if isinstance(x, Dyn) or isinstance(y, Dyn):
             return self.op(ARITHMETIC[op], x, y)
         if type(x) in (int, bool) and type(y) in (int, bool):
@@ -190,7 +211,7 @@ class Values:
 
     def negate(self, a, span):
         def one(x):
-            if isinstance(x, Dyn):
+            if isinstance(x, (Dyn, Index)):
                 return self.op("neg", x)
             return -x if not isinstance(x, bool) else -int(x)
         return self.elementwise(one, [a], span, "'-'")
@@ -198,7 +219,7 @@ class Values:
     def apply(self, name: str, args: list, span):
         """A builtin elementwise function of the op table."""
         def one(*xs):
-            if any(isinstance(x, Dyn) for x in xs):
+            if any(isinstance(x, (Dyn, Index)) for x in xs):
                 return self.op(name, *xs)
             if name == "pow":  # `pow(a, b)` is `a ** b`, integer on static integers
                 return self.scalar_arith("**", xs[0], xs[1], span)
@@ -213,7 +234,7 @@ class Values:
         if is_array(a) or is_array(b):
             raise ShapeError(f"'{op}' compares scalars, got {describe(a)} and {describe(b)}",
                              span, hint="compare elements, e.g. A[i, j] > 0")
-        if isinstance(a, Dyn) or isinstance(b, Dyn):
+        if isinstance(a, (Dyn, Index)) or isinstance(b, (Dyn, Index)):
             return self.op(COMPARISONS[op], a, b)
         return bool(_PY_COMPARE[op](a, b))
 

@@ -16,6 +16,7 @@ from ..values import memo_key
 from .derivatives import DERIVATIVES, lower_derivative
 from .exprs import generate
 from .names import FunctionScope, suggest_function
+from .regions import region_sum, regular_range
 
 RECURSION_LIMIT = 1000
 
@@ -47,6 +48,12 @@ def generator_call(lw, e: s.GenCall, scope):
         raise TypeMismatchError(f"'{e.func}' does not take a generator; only "
                                 f"{', '.join(GENERATOR_BUILTINS[:-1])} and "
                                 f"{GENERATOR_BUILTINS[-1]} do", e.func_span)
+    if e.func in ("sum", "mean"):
+        n = regular_range(lw, e.clauses, scope)
+        if n is not None:  # long and perhaps regular: tried as a loop that stays a loop
+            total = region_sum(lw, e.elt, e.clauses[0], n, scope)
+            if total is not None:
+                return total if e.func == "sum" else lw.v.arith("/", total, n, e.span)
     items: list = []
     generate(lw, e.elt, e.clauses, 0, scope, items)
     return reduce_items(lw.v, e.func, items, e.span)
@@ -71,7 +78,7 @@ def call_def(lw, fn: s.Def, args: list, e: s.Call):
                  "a condition that depends on an input never stops it")
     lw.depth += 1
     try:
-        local = FunctionScope(zip(fn.params, args, strict=True))
+        local = FunctionScope((p, a) for p, a in zip(fn.params, args, strict=True))
         for st in fn.body:
             if isinstance(st, s.Return):
                 result = lw.expr(st.value, local)

@@ -13,9 +13,11 @@ from collections import ChainMap
 
 from ...errors import StaticValueError
 from .. import syntax as s
+from ..loop_index import Index
 from ..values import Dyn
 from .indices import iterate, subscripts
 from .names import lookup_value
+from .regions import read, region_map, regular_range
 
 
 def number(lw, e: s.Num, scope):
@@ -77,6 +79,11 @@ def array_literal(lw, e: s.ArrayLit, scope):
 
 
 def comprehension(lw, e: s.Comprehension, scope):
+    n = regular_range(lw, e.clauses, scope)
+    if n is not None:  # long and perhaps regular: tried as a loop that stays a loop
+        value = region_map(lw, e.elt, e.clauses[0], n, scope)
+        if value is not None:
+            return value
     items: list = []
     generate(lw, e.elt, e.clauses, 0, scope, items, e.span)
     return lw.v.stack(items, e.span)
@@ -84,7 +91,10 @@ def comprehension(lw, e: s.Comprehension, scope):
 
 def index(lw, e: s.Index, scope):
     value = lw.expr(e.value, scope)
-    return lw.v.getitem(value, subscripts(lw, e.subscripts, scope), e.span)
+    subs = subscripts(lw, e.subscripts, scope)
+    if any(isinstance(item, Index) for item, _ in subs):
+        return read(lw.v, value, subs, e.span)  # in a loop kept as a loop
+    return lw.v.getitem(value, subs, e.span)
 
 
 def generate(lw, elt, clauses, k: int, scope, out: list, array=None) -> None:
@@ -107,7 +117,8 @@ def generate(lw, elt, clauses, k: int, scope, out: list, array=None) -> None:
             generate(lw, elt, clauses, k + 1, scope, out, array)
         return
     for item in iterate(lw, clause.iter, scope):
-        generate(lw, elt, clauses, k + 1, ChainMap({clause.name: item}, scope), out, array)
+        generate(lw, elt, clauses, k + 1, ChainMap({clause.name: item},
+                                                   scope), out, array)
 
 
 RULES = {

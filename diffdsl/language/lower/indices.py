@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from ...errors import ShapeError, StaticValueError, TypeMismatchError
 from .. import syntax as s
+from ..loop_index import Index
 from ..values import Dyn, describe, is_array
 
 
@@ -44,7 +45,7 @@ def subscripts(lw, subs, scope) -> list:
                            for x in value.flat):
                     raise StaticValueError("an index array must hold static integers",
                                            sub.span)
-            else:
+            elif not isinstance(value, Index):  # an Index: a loop kept as a loop reads it
                 need_static_int(lw.v, value, sub.span, "an index")
             out.append((value, sub.span))
     return out

@@ -1,0 +1,100 @@
+"""A region as LLVM IR: a loop in the segment that holds it, calling its body's function once
+per iteration (llvm.py emits the body's segments as it emits a graph's). `plan` is the
+graph's layout (llvm._Layout): where each value lives, and each region's areas of scratch.
+"""
+
+from __future__ import annotations
+
+from ..graph.ir import Graph
+
+
+def _run_of(graph: Graph, plan, ids) -> tuple | None:
+    """Where a stream's elements already lie in a row, one after another: (port, first
+    element) of an input, or ("buf", first scratch element) of a region's values."""
+    if not ids:
+        return None
+    first = ids[0]
+    if first in plan.source:
+        k, e = plan.source[first]
+        if all(plan.source.get(a) == (k, e + m) for m, a in enumerate(ids)):
+            return k, e
+        return None
+    node = graph.nodes[first]
+    if node.op != "part":
+        return None
+    r, e = node.args[0], node.attr
+    for m, a in enumerate(ids):
+        other = graph.nodes[a]
+        if other.op != "part" or other.args[0] != r or other.attr != e + m:
+            return None
+    return "buf", plan.areas[r]["buf"] + e
+
+
+def loop(graph: Graph, plan, i: int, value, port, block: list, t: str, prefix: str,
+         zero: str) -> list[str]:
+    """Region node i as a loop over its iterations, each a call of its body's `run` with the
+    body's ports pointing at the index, the captures, this iteration's window of each stream,
+    the sums of one iteration and this iteration's row of the region's values. The sums
+    start at -0.0 (`zero`), which x + -0.0 leaves as it is, and add in iteration order."""
+    node = graph.nodes[i]
+    region, area, r = node.attr, plan.areas[i], f"%r{i}"
+    names = list(region.body.inputs) + list(region.body.outputs)
+    out = [f"{r}.pp = alloca ptr, i64 {len(names)}"]
+
+    def scratch(name: str, element: int) -> str:
+        out.append(f"{name} = getelementptr inbounds {t}, ptr %s, i64 {element}")
+        return name
+
+    def bind(port_name: str, pointer: str, tag: str) -> None:
+        slot = f"{r}.pp{tag}"
+        out.append(f"{slot} = getelementptr inbounds ptr, ptr {r}.pp, i64 "
+                   f"{names.index(port_name)}")
+        out.append(f"store ptr {pointer}, ptr {slot}")
+
+    for k, a in enumerate(node.args[:region.captures]):
+        out.append(f"store {t} {value(a)}, ptr {scratch(f'{r}.c{k}', area['cap'] + k)}")
+    bind("@i", scratch(f"{r}.ix", area["index"]), "i")
+    bind("@c", scratch(f"{r}.cap", area["cap"]), "c")
+    bind("@sum", scratch(f"{r}.sums", area["sums"]), "sum")
+    buf = scratch(f"{r}.buf", area["buf"])
+    for e in range(region.sums):
+        out.append(f"store {t} {zero}, ptr {scratch(f'{r}.acc{e}', area['buf'] + e)}")
+    bases, at = [], region.captures
+    for j, (length, _, _) in enumerate(region.streams):
+        ids = node.args[at:at + length]
+        at += length
+        run = _run_of(graph, plan, ids)
+        if run is None:
+            for m, a in enumerate(ids):
+                out.append(f"store {t} {value(a)}, "
+                           f"ptr {scratch(f'{r}.g{j}.{m}', area['gather'][j] + m)}")
+            bases.append(scratch(f"{r}.s{j}", area["gather"][j]))
+        elif run[0] == "buf":
+            bases.append(scratch(f"{r}.s{j}", run[1]))
+        else:
+            out.append(f"{r}.s{j} = getelementptr inbounds {t}, ptr {port(run[0])}, "
+                       f"i64 {run[1]}")
+            bases.append(f"{r}.s{j}")
+    body_scratch = scratch(f"{r}.bs", area["body"])
+    out += [f"br label %r{i}.head", f"r{i}.head:",
+            f"{r}.it = phi i64 [ 0, %{block[0]} ], [ {r}.next, %r{i}.head ]",
+            f"{r}.itf = sitofp i64 {r}.it to {t}", f"store {t} {r}.itf, ptr {r}.ix"]
+    for j, (_, stride, offset) in enumerate(region.streams):
+        out += [f"{r}.o{j} = mul i64 {r}.it, {stride}", f"{r}.q{j} = add i64 {r}.o{j}, {offset}",
+                f"{r}.w{j} = getelementptr inbounds {t}, ptr {bases[j]}, i64 {r}.q{j}"]
+        bind(f"@s{j}", f"{r}.w{j}", f"s{j}")
+    out += [f"{r}.mo = mul i64 {r}.it, {region.maps}",
+            f"{r}.mq = add i64 {r}.mo, {region.sums}",
+            f"{r}.row = getelementptr inbounds {t}, ptr {buf}, i64 {r}.mq"]
+    bind("@map", f"{r}.row", "map")
+    out.append(f"call void @{prefix}b{i}.run(ptr {r}.pp, ptr {body_scratch})")
+    for e in range(region.sums):
+        out += [f"{r}.t{e}.p = getelementptr inbounds {t}, ptr {r}.sums, i64 {e}",
+                f"{r}.t{e} = load {t}, ptr {r}.t{e}.p",
+                f"{r}.u{e} = load {t}, ptr {r}.acc{e}",
+                f"{r}.v{e} = fadd {t} {r}.u{e}, {r}.t{e}",
+                f"store {t} {r}.v{e}, ptr {r}.acc{e}"]
+    out += [f"{r}.next = add i64 {r}.it, 1", f"{r}.more = icmp slt i64 {r}.next, {region.n}",
+            f"br i1 {r}.more, label %r{i}.head, label %r{i}.done", f"r{i}.done:"]
+    block[0] = f"r{i}.done"
+    return out

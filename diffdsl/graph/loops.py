@@ -1,0 +1,120 @@
+"""Regions (DESIGN.md, decision 9): a body graph inlined into a builder, regions made from a
+body, and every region of a graph unrolled into scalar nodes.
+
+Unrolling is the reference semantics of a region: `expand(graph)` is the graph lowering makes
+with loops unrolled (up to the order in which a sum adds its terms), and the consumers that do
+not run regions themselves (SymPy export, the tape, CUDA, sparsity patterns) take it.
+"""
+
+from __future__ import annotations
+
+from .ir import Builder, Graph, Node, Port
+from .region import Region
+
+
+def has_regions(graph: Graph) -> bool:
+    return any(node.op == "region" for node in graph.nodes)
+
+
+def inline(b: Builder, body: Graph, given: dict[str, list[int]]) -> dict[str, list[int]]:
+    """Build `body`'s nodes into `b`, its inputs replaced by the nodes `given[name]`; the node
+    ids of each of its outputs. Regions inside the body are copied as regions."""
+    ids: list[int] = [0] * len(body.nodes)
+    for name, port in body.inputs.items():
+        for k, i in enumerate(port.ids):
+            ids[i] = given[name][k]
+    for i, node in enumerate(body.nodes):
+        if node.op == "input":
+            continue
+        if node.op == "const":
+            ids[i] = b.const(node.attr)
+        elif node.op == "region":
+            ids[i] = b.region(node.attr, [ids[a] for a in node.args])
+        elif node.op == "part":
+            ids[i] = b.part(ids[node.args[0]], node.attr)
+        else:
+            ids[i] = b.op(node.op, *(ids[a] for a in node.args))
+    return {name: [ids[i] for i in port.ids] for name, port in body.outputs.items()}
+
+
+def split_args(region: Region, args) -> tuple[list, list[list]]:
+    """A region node's arguments as (captures, [each stream's elements])."""
+    captures = list(args[:region.captures])
+    streams, at = [], region.captures
+    for length, _, _ in region.streams:
+        streams.append(list(args[at:at + length]))
+        at += length
+    return captures, streams
+
+
+def iteration_inputs(b: Builder, region: Region, args, i: int) -> dict[str, list[int]]:
+    """The nodes the body reads in iteration `i`."""
+    captures, streams = split_args(region, args)
+    given = {"@i": [b.const(float(i))], "@c": captures}
+    for j, ((_, stride, offset), width) in enumerate(zip(region.streams, region.widths(),
+                                                         strict=True)):
+        start = offset + stride * i
+        given[f"@s{j}"] = streams[j][start:start + width]
+    return given
+
+
+def unroll(b: Builder, region: Region, args) -> list[int]:
+    """The region's values (see `Region`) as scalar nodes of `b`: its body inlined n times,
+    the sums added in iteration order (as lowering adds an unrolled sum's terms)."""
+    sums: list[int | None] = [None] * region.sums
+    stacked: list[int] = []
+    for i in range(region.n):
+        out = inline(b, region.body, iteration_inputs(b, region, args, i))
+        for k, v in enumerate(out["@sum"]):
+            sums[k] = v if sums[k] is None else b.add(sums[k], v)
+        stacked += out["@map"]
+    return [v if v is not None else b.const(0.0) for v in sums] + stacked
+
+
+def expand(graph: Graph) -> Graph:
+    """`graph` with every region unrolled (nested ones too); `graph` itself when it has none."""
+    if not has_regions(graph):
+        return graph
+    b = Builder()
+    ids: list[int] = [0] * len(graph.nodes)
+    values: dict[int, list[int]] = {}
+    for i, node in enumerate(graph.nodes):
+        if node.op == "input":
+            ids[i] = b.input(*node.attr)
+        elif node.op == "const":
+            ids[i] = b.const(node.attr)
+        elif node.op == "region":
+            values[i] = unroll(b, _expanded(node.attr), [ids[a] for a in node.args])
+        elif node.op == "part":
+            ids[i] = values[node.args[0]][node.attr]
+        else:
+            ids[i] = b.op(node.op, *(ids[a] for a in node.args))
+    ports = {name: Port(p.shape, tuple(ids[i] for i in p.ids), p.span)
+             for name, p in graph.inputs.items()}
+    outs = {name: Port(p.shape, tuple(ids[i] for i in p.ids), p.span)
+            for name, p in graph.outputs.items()}
+    return b.graph(ports, outs)
+
+
+def _expanded(region: Region) -> Region:
+    body = expand(region.body)
+    if body is region.body:
+        return region
+    return Region(region.n, body, region.captures, region.streams)
+
+
+def make_region(n: int, body: Graph, captures: list[int], streams: list[tuple]) -> tuple:
+    """The attribute and arguments of a region node: `streams` holds, per stream, (its
+    elements' node ids, stride, offset); the body's "@s{j}" port gives the width."""
+    spec = tuple((len(ids), stride, offset) for ids, stride, offset in streams)
+    args = list(captures) + [i for ids, _, _ in streams for i in ids]
+    return Region(n, body, len(captures), spec), args
+
+
+def body_graph(nodes: list[Node], inputs: dict[str, Port], sums: list[int],
+               maps: list[int]) -> Graph:
+    """Freeze a body built in a builder's node list, with its two output ports."""
+    b = Builder()
+    b.nodes = list(nodes)
+    return b.graph(inputs, {"@sum": Port((len(sums),), tuple(sums)),
+                            "@map": Port((len(maps),), tuple(maps))})

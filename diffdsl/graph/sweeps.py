@@ -1,0 +1,227 @@
+"""The two sweeps every derivative is made of: reverse (cotangents) and forward (tangents),
+over the nodes of a builder, with the guards that keep a select's untaken branch out
+(DESIGN.md, decision 3). A region's rules are in loop_sweeps.py: its derivative is a region
+whose body is the derivative of its body.
+"""
+
+from __future__ import annotations
+
+import sys
+
+from . import loop_sweeps
+from .ir import Builder
+from .ops import OPS
+
+LOOPED = ("region", "part")
+
+
+def _self():
+    """This module: a region's rules differentiate its body with these same sweeps."""
+    return sys.modules[__name__]
+
+
+def active_nodes(b: Builder, sources: set[int], start: int = 0) -> bytearray:
+    """Nodes whose value depends, differentiably, on a node in `sources`; no source lies below
+    `start`, so the walk begins there (a derivative inside a program, of a few new nodes at
+    the end of a large builder)."""
+    active = bytearray(len(b.nodes))
+    nodes = b.nodes
+    for i in range(start, len(nodes)):
+        node = nodes[i]
+        if i in sources:
+            active[i] = 1
+        elif node.op in LOOPED:
+            active[i] = any(active[a] for a in node.args)
+        elif node.args and OPS[node.op].pullback is not None:
+            active[i] = any(active[a] for a in node.args)
+    return active
+
+
+def reverse(b: Builder, stop: int, active: bytearray, seeds: list[tuple[int, int]],
+            start: int = 0) -> dict:
+    """Reverse sweep over nodes in [start, stop): cotangent node of every node reached (nodes
+    below `start` are not active, as for `active_nodes`).
+
+    Beside each cotangent the sweep keeps a guard: the condition under which the node's value
+    reaches a seed through the branches taken (None: always). Where a guard is false the
+    cotangent is exactly 0, and the parts a pullback sends on are wrapped in
+    `select(guard, part, 0)`, so a partial derivative that is infinite or NaN in the branch not
+    taken never meets that 0, whatever the pattern of uses (sums, products, a value used in
+    several branches, nested selects). Guards are built only below a dynamic select, min or max.
+    """
+    ct: dict[int, int] = {}
+    guard: dict[int, int | None] = {}
+    for node_id, seed in seeds:
+        if active[node_id]:
+            ct[node_id] = seed if node_id not in ct else b.add(ct[node_id], seed)
+            guard[node_id] = None
+    reached: dict[int, dict[int, int]] = {}  # region -> {value: cotangent} of its parts
+    for i in range(stop - 1, start - 1, -1):
+        node = b.nodes[i]
+        if node.op == "part":  # gathered for its region, whose pullback takes them all
+            if i in ct:
+                r = node.args[0]
+                reached.setdefault(r, {})[node.attr] = ct[i]
+                guard[r] = guard[i] if r not in guard else _either(b, guard[r], guard[i])
+            continue
+        if node.op == "region":
+            if i not in reached:
+                continue
+            parts = loop_sweeps.region_pullback(b, node, reached.pop(i), active, _self())
+            routes = copies = False
+        else:
+            c = ct.get(i)
+            if c is None:
+                continue
+            row = OPS[node.op]
+            if row.pullback is None or not node.args:
+                continue
+            parts = row.pullback(b, node.args, i, c)
+            routes, copies = row.routes, row.copies
+        here = guard[i]
+        for a, part in zip(node.args, parts, strict=True):
+            if part is None or not active[a] or b.value(part) == 0.0:
+                continue
+            edge = here
+            if routes:  # the pullback's select says where the cotangent goes
+                edge = _both(b, here, _routed_condition(b, part))
+            elif here is not None and not copies:
+                part = b.select(here, part, b.const(0.0))
+            ct[a] = part if a not in ct else b.add(ct[a], part)
+            guard[a] = edge if a not in guard else _either(b, guard[a], edge)
+    return ct
+
+
+def _routed_condition(b: Builder, part: int) -> int | None:
+    """The condition under which a routing pullback's `select(c, ct, 0)` passes `ct` on."""
+    node = b.nodes[part]
+    if node.op != "select":
+        return None
+    cond, taken, other = node.args
+    if b.value(other) == 0.0:
+        return cond
+    if b.value(taken) == 0.0:
+        return b.op("not", cond)
+    return None
+
+
+def _both(b: Builder, g: int | None, h: int | None) -> int | None:
+    if g is None or g == h:
+        return h
+    if h is None:
+        return g
+    return b.op("and", g, h)
+
+
+def _either(b: Builder, g: int | None, h: int | None) -> int | None:
+    """`g or h`, seeing the common case of a value used in both branches of one select:
+    `c or not c` is always, and `(g and c) or (g and not c)` is `g`."""
+    if g is None or h is None or _complements(b, g, h):
+        return None
+    if g == h:
+        return g
+    left, right = b.nodes[g], b.nodes[h]
+    if left.op == "and" and right.op == "and":
+        for k in (0, 1):
+            for m in (0, 1):
+                if left.args[k] == right.args[m] and \
+                        _complements(b, left.args[1 - k], right.args[1 - m]):
+                    return left.args[k]
+    return b.op("or", g, h)
+
+
+def _complements(b: Builder, g: int, h: int) -> bool:
+    """Whether one condition is `not` of the other."""
+    left, right = b.nodes[g], b.nodes[h]
+    return (left.op == "not" and left.args[0] == h) or (right.op == "not" and right.args[0] == g)
+
+
+def forward(b: Builder, stop: int, active: bytearray, tangents: dict[int, int],
+            start: int = 0) -> dict:
+    """Forward sweep over nodes in [start, stop): tangent node of every node reached.
+
+    The mirror of `reverse`'s guards: beside each tangent, the condition under which it may be
+    nonzero (None: always). A select's tangent takes the branch's tangent, so where the branch
+    taken carries none the tangent is exactly 0; a partial derivative that is infinite there
+    (`cbrt'(0)` of a value the select made constant) must not meet that 0 as 0 * inf = NaN,
+    so each part a guarded tangent sends on is wrapped in `select(guard, part, 0)`.
+    """
+    t = dict(tangents)
+    guard: dict[int, int | None] = dict.fromkeys(tangents)
+    region_tangent: dict[int, int] = {}
+    for i in range(start, stop):
+        if i in t or not active[i]:
+            continue
+        node = b.nodes[i]
+        if node.op in LOOPED:
+            if node.op == "part":
+                r = node.args[0]
+                if r in region_tangent:
+                    t[i] = b.part(region_tangent[r], node.attr)
+                    guard[i] = guard[r]
+                continue
+            ts = [t.get(a) for a in node.args]
+            if any(x is not None for x in ts):
+                gs = [guard.get(a) for a in node.args]
+                ts = [x if x is None or g is None else b.select(g, x, b.const(0.0))
+                      for x, g in zip(ts, gs, strict=True)]
+                region_tangent[i] = loop_sweeps.region_tangent(b, node, ts, _self())
+                guard[i] = _any_guard(b, ts, gs)
+            continue
+        row = OPS[node.op]
+        if row.pullback is None or not node.args:
+            continue
+        ts = [t.get(a) for a in node.args]
+        if all(x is None for x in ts):
+            continue
+        gs = [guard.get(a) if x is not None else None for a, x in zip(node.args, ts, strict=True)]
+        if row.tangent is not None:
+            result = row.tangent(b, node.args, i, ts)
+            here = _routed_guard(b, result, ts, gs) if row.routes else _any_guard(b, ts, gs)
+        else:
+            result = None
+            for k, tk in enumerate(ts):
+                if tk is None:
+                    continue
+                part = row.pullback(b, node.args, i, tk)[k]
+                if part is None or b.value(part) == 0.0:
+                    continue
+                if gs[k] is not None and not row.copies:
+                    part = b.select(gs[k], part, b.const(0.0))
+                result = part if result is None else b.add(result, part)
+            here = _any_guard(b, ts, gs)
+        if result is not None and b.value(result) != 0.0:
+            t[i] = result
+            guard[i] = here
+    return t
+
+
+def _any_guard(b: Builder, ts: list, gs: list) -> int | None:
+    """The guard of a sum of parts: nonzero where any part may be."""
+    present = [g for x, g in zip(ts, gs, strict=True) if x is not None]
+    out = present[0]
+    for g in present[1:]:
+        out = _either(b, out, g)
+    return out
+
+
+def _routed_guard(b: Builder, result: int, ts: list, gs: list) -> int | None:
+    """The guard of a routing op's tangent `select(c, x, y)`: c where x may be nonzero, not c
+    where y may be."""
+    node = b.nodes[result]
+    if node.op != "select":
+        return _any_guard(b, ts, gs)
+    cond, x, y = node.args
+
+    def side(v):  # False: the branch carries no tangent
+        if b.value(v) == 0.0:
+            return False
+        return next((g for tk, g in zip(ts, gs, strict=True) if tk == v), None)
+
+    parts = [_both(b, c, g) for c, g in ((cond, side(x)), (b.op("not", cond), side(y)))
+             if g is not False]
+    if not parts:
+        return None
+    return parts[0] if len(parts) == 1 else _either(b, parts[0], parts[1])
+
+

@@ -1,0 +1,245 @@
+"""Loops that stay loops (DESIGN.md, decision 9): a generator sum or a comprehension over a
+long `range` whose body is regular is lowered once, as the body of a region, instead of once
+per iteration.
+
+The loop variable is bound to an `Index` (a*i + b of the region's iteration i) and the body is
+lowered into a `BodyBuilder`, which gives its nodes ids of their own (above `LEVEL` times the
+depth of nesting) so that values from outside the loop are told apart: an outside value used
+in the body is captured, and `A[i, ...]` of an outside array at an affine index reads a stream
+(the array's elements, a window of which each iteration sees). Anything else the body does
+with the index (a bound, a static condition, an index the stream cannot express) makes the
+loop irregular: the attempt is dropped and the loop is unrolled as before, which stays the
+reference semantics (`limits.unroll` sets the trip count from which a loop is tried as a
+region; a huge value unrolls every loop).
+"""
+
+from __future__ import annotations
+
+import math
+from collections import ChainMap
+
+import numpy as np
+
+from ...errors import DiffDSLError
+from ...graph.ir import Builder, Node, Port
+from ...graph.loops import body_graph, make_region
+from .. import syntax as s
+from ..loop_index import Index
+from ..values import Dyn, is_array
+
+LEVEL = 1 << 40  # ids of a body at nesting depth d start at d * LEVEL
+
+
+class Irregular(Exception):
+    """The body does something with its index that a region cannot express."""
+
+
+class BodyBuilder(Builder):
+    """The builder of a region's body, inside `parent` (the builder the region node goes to).
+
+    Ids it hands out are its own node ids plus `base`; an id below `base` belongs to an
+    enclosing builder and is captured (constants are copied, not captured)."""
+
+    def __init__(self, parent: Builder, n: int):
+        super().__init__(parent.max_nodes)
+        self.parent = parent
+        self.base = getattr(parent, "base", 0) + LEVEL
+        self.n = n
+        self.captured: dict[int, int] = {}  # outer id -> own "@c" input node
+        self.streams: dict[tuple, int] = {}  # (outer ids, stride) -> stream number
+        self.stream_items: list[tuple] = []
+        self.reads: list[set] = []  # offsets read, per stream
+        self.index = self._own(super().input("@i", 0))
+
+    def _own(self, i: int) -> int:
+        return i + self.base
+
+    def _inner(self, a: int) -> int:
+        """Own node id of handed-out id `a`, capturing an outer value on first use."""
+        if a >= self.base:
+            return a - self.base
+        c = self.parent.value(a)
+        if c is not None:
+            return super().const(c)
+        found = self.captured.get(a)
+        if found is None:
+            found = self.captured[a] = super().input("@c", len(self.captured))
+        return found
+
+    def const(self, value: float) -> int:
+        return self._own(super().const(value))
+
+    def input(self, name: str, index: int) -> int:
+        raise Irregular("an input declared inside a loop")
+
+    def value(self, i: int) -> float | None:
+        if i < self.base:
+            return self.parent.value(i)
+        return super().value(i - self.base)
+
+    def is_const(self, i: int) -> bool:
+        return self.value(i) is not None
+
+    def op(self, name: str, *args: int) -> int:
+        return self._own(super().op(name, *(self._inner(a) for a in args)))
+
+    def region(self, region, args) -> int:
+        return self._own(super().region(region, [self._inner(a) for a in args]))
+
+    def part(self, region: int, k: int) -> int:
+        return self._own(super().part(self._inner(region), k))
+
+    def read(self, items: tuple, stride: int, offset: int) -> int:
+        """The element `offset + stride * i` of the outer elements `items` in iteration i."""
+        key = (items, stride)
+        j = self.streams.get(key)
+        if j is None:
+            j = self.streams[key] = len(self.stream_items)
+            self.stream_items.append(items)
+            self.reads.append(set())
+        self.reads[j].add(offset)
+        return self._own(self._intern(("input", (), (f"@s{j}", offset)),
+                                      Node("input", (), (f"@s{j}", offset))))
+
+    def finish(self, sums: list, maps: list) -> int:
+        """The region node, built in the parent, of this body with outputs `sums` (added
+        over the iterations) and `maps` (stacked); each a value of the body."""
+        sums = [self._inner(self._node(x)) for x in sums]
+        maps = [self._inner(self._node(x)) for x in maps]
+        nodes = list(self.nodes)
+        ports = {"@i": Port((1,), (self.index - self.base,)),
+                 "@c": Port((len(self.captured),), tuple(self.captured.values()))}
+        streams = []
+        for j, items in enumerate(self.stream_items):
+            low, high = min(self.reads[j]), max(self.reads[j])
+            ids = []
+            for k in range(high - low + 1):
+                at = self._index.get(("input", (), (f"@s{j}", low + k)))
+                if at is None:  # a window element no iteration reads at that place
+                    at = len(nodes)
+                    nodes.append(None)
+                nodes[at] = Node("input", (), (f"@s{j}", k))
+                ids.append(at)
+            ports[f"@s{j}"] = Port((len(ids),), tuple(ids))
+            streams.append((items, stride_of(self.streams, j), low))
+        body = body_graph(nodes, ports, sums, maps)
+        region, args = make_region(self.n, body, list(self.captured), streams)
+        return self.parent.region(region, args)
+
+    def parent_node(self, x) -> int:
+        """The parent's node of an element of an array from outside the loop."""
+        if isinstance(x, Dyn):
+            if x.id >= self.base:
+                raise Irregular("an array made inside the loop, read at the loop's index")
+            return x.id
+        if isinstance(x, (bool, int, float)):
+            return self.parent.const(float(x))
+        raise Irregular("an element that is not a real")
+
+    def _node(self, x) -> int:
+        if isinstance(x, Dyn):
+            return x.id
+        if isinstance(x, (bool, int, float)):
+            return self.const(float(x))
+        raise Irregular("a loop's value is not a real")
+
+
+def stride_of(streams: dict, j: int) -> int:
+    return next(stride for (_, stride), k in streams.items() if k == j)
+
+
+def regular_range(lw, clauses, scope) -> int | None:
+    """The trip count of a single `for NAME in range(...)` clause starting at 0 with step 1
+    and past `limits.unroll` iterations; None for anything else."""
+    if len(clauses) != 1 or not isinstance(clauses[0], s.CompFor):
+        return None
+    it = clauses[0].iter
+    if not (isinstance(it, s.Call) and it.func == "range" and "range" not in lw.functions
+            and len(it.args) == 1):
+        return None
+    try:
+        n = lw.expr(it.args[0], scope)
+    except DiffDSLError:
+        return None  # reported when the loop is unrolled
+    if type(n) is not int or n <= lw.v.limits.unroll:
+        return None
+    return n
+
+
+def lower_region(lw, elt, clause, n: int, scope, kind: str):
+    """`sum(elt for NAME in range(n))` (kind "sum") or `[elt for NAME in range(n)]` ("map") as
+    a region; None when the body is irregular (then the caller unrolls it)."""
+    parent, memo, budget_used = lw.v.b, lw.memo, lw.v.budget.used
+    bb = BodyBuilder(parent, n)
+    lw.v.b = lw.b = bb
+    lw.memo = {}  # memoised calls hold node ids of the builder they were made in
+    try:
+        value = lw.expr(elt, ChainMap({clause.name: Index(bb, 1, 0)}, scope))
+        if kind == "sum":
+            if is_array(value):
+                raise Irregular("a sum of arrays")
+            region = bb.finish([value], [])
+            return ("sum", region)
+        flat = list(value.flat) if is_array(value) else [value]
+        shape = value.shape if is_array(value) else ()
+        return ("map", bb.finish([], flat), shape)
+    except (Irregular, DiffDSLError, IndexError, TypeError, ValueError, KeyError):
+        lw.v.budget.used = budget_used
+        return None
+    finally:
+        lw.v.b = lw.b = parent
+        lw.memo = memo
+
+
+def region_sum(lw, elt, clause, n: int, scope):
+    """The value of a generator sum kept as a loop, or None (unroll it)."""
+    done = lower_region(lw, elt, clause, n, scope, "sum")
+    if done is None:
+        return None
+    return lw.v.dyn(lw.b.part(done[1], 0))
+
+
+def region_map(lw, elt, clause, n: int, scope):
+    """The array of a comprehension kept as a loop, or None (unroll it)."""
+    done = lower_region(lw, elt, clause, n, scope, "map")
+    if done is None:
+        return None
+    _, r, shape = done
+    q = math.prod(shape)
+    lw.v.check_size(n * q, clause.span, "this comprehension")
+    out = np.empty(n * q, dtype=object)
+    for k in range(n * q):
+        out[k] = lw.v.dyn(lw.b.part(r, k))
+    return out.reshape((n, *shape))
+
+
+def read(v, value, index: list, span):
+    """`value[index]` where some subscripts are `Index`es of the innermost body: stream reads
+    of the array's elements. Raises `Irregular` where a region cannot read it so."""
+    bb = v.b
+    if not isinstance(bb, BodyBuilder) or not is_array(value) or len(index) > value.ndim:
+        raise Irregular("an index of a loop into something other than an array")
+    shape = value.shape
+    strides = [math.prod(shape[d + 1:]) for d in range(len(shape))]
+    stride, offset = 0, 0
+    for d, (item, _) in enumerate(index):
+        if isinstance(item, Index):
+            if item.builder is not bb:
+                raise Irregular("an index of an enclosing loop")
+            first, last = item.b, item.a * (bb.n - 1) + item.b
+            if min(first, last) < 0 or max(first, last) >= shape[d]:
+                raise Irregular("an index out of range in some iteration")
+            stride += item.a * strides[d]
+            offset += item.b * strides[d]
+        elif type(item) is int and -shape[d] <= item < shape[d]:
+            offset += (item % shape[d]) * strides[d]
+        else:
+            raise Irregular("a subscript a region cannot read")
+    if stride < 0:
+        raise Irregular("a loop reading an array backwards")
+    items = tuple(bb.parent_node(x) for x in value.flat)
+    rest = shape[len(index):]
+    out = np.empty(math.prod(rest), dtype=object)
+    for m in range(out.size):
+        out[m] = v.dyn(bb.read(items, stride, offset + m))
+    return out.reshape(rest) if rest else out[0]

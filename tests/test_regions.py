@@ -1,0 +1,232 @@
+"""Loops that stay loops (DESIGN.md, decision 9): regions against the unrolled reference.
+
+Unrolling every loop (`limits.using(unroll=huge)`) is the reference semantics: each program
+here is compiled both ways, and values, gradients, Jacobians, Hessians and jvps must agree on
+every backend that runs regions, and with the regions unrolled after the fact (`expand`).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+import diffdsl
+from diffdsl.backends import numpy as reference
+from diffdsl.graph import autodiff
+from diffdsl.graph.ir import GraphError, Node, verify
+from diffdsl.graph.loops import expand, has_regions
+from diffdsl.graph.region import Region
+
+UNROLLED = 10**9
+
+PROGRAMS = {
+    "overlapping reads": """
+const n = 120
+input x[n]
+input w
+output y = sum(sin(w * x[i]) * x[i + 1] for i in range(n - 1))
+""",
+    "rows of a matrix, a shared vector": """
+const n = 90
+const d = 3
+input X[n, d]
+input b[d]
+output loss = mean((sum(X[i, j] * b[j] for j in range(d)) - 1) ** 2 for i in range(n))
+""",
+    "k-means": """
+const n = 80
+const d = 3
+const k = 4
+input P[n, d]
+input C[k, d]
+output cost = sum(min(sum((P[i, j] - C[c, j]) ** 2 for j in range(d)) for c in range(k))
+                  for i in range(n))
+""",
+    "a map, then a sum over it": """
+const n = 100
+input x[n]
+input a
+z = [exp(a * x[i]) - x[i] for i in range(n)]
+output s = sum(z[i] * z[n - 1 - i] for i in range(n))
+output zs = z
+""",
+    "the index as a real, a stride of two, a def": """
+const n = 70
+input x[2 * n]
+input h
+def f(u, v, h) = u * cos(v) + h * u * v
+output y = sum(f(x[2 * i], x[2 * i + 1], h) * (i * h) for i in range(n))
+""",
+    "a dynamic branch in the body": """
+const n = 100
+input x[n]
+output y = sum(if x[i] > 0 then sqrt(x[i]) else x[i] ** 2 for i in range(n))
+""",
+    "nested regions": """
+const n = 66
+const m = 65
+input A[n, m]
+input v[m]
+output y = sum(tanh(sum(A[i, j] * v[j] for j in range(m))) for i in range(n))
+""",
+}
+
+
+def both(source: str):
+    regions = diffdsl.compile(source, cache=False)
+    with diffdsl.limits.using(unroll=UNROLLED):
+        unrolled = diffdsl.compile(source, cache=False)
+    return regions, unrolled
+
+
+def point(prog, rng, rows=None):
+    shape = () if rows is None else (rows,)
+    return {name: rng.uniform(0.2, 1.5, size=shape + tuple(s)) for name, s in prog.inputs.items()}
+
+
+def close(a, b, rtol=1e-11):
+    if isinstance(a, dict):
+        assert set(a) == set(b)
+        for k in a:
+            close(a[k], b[k], rtol)
+        return
+    a, b = np.asarray(a, dtype=float), np.asarray(b, dtype=float)
+    scale = max(1.0, float(np.max(np.abs(b))) if b.size else 1.0)
+    np.testing.assert_allclose(a, b, rtol=0, atol=rtol * scale)
+
+
+@pytest.mark.parametrize("name", sorted(PROGRAMS))
+def test_the_loop_stays_a_loop(name):
+    regions, unrolled = both(PROGRAMS[name])
+    assert has_regions(regions.graph)
+    assert not has_regions(unrolled.graph)
+    assert len(regions.graph.nodes) < len(unrolled.graph.nodes)
+
+
+@pytest.mark.parametrize("backend", ["cpu", "numpy"])
+@pytest.mark.parametrize("name", sorted(PROGRAMS))
+def test_regions_agree_with_unrolling(name, backend):
+    regions, unrolled = both(PROGRAMS[name])
+    rng = np.random.default_rng(7)
+    batch = point(regions, rng, rows=3)
+    close(regions(batch, backend=backend), unrolled(batch, backend=backend))
+    small = sum(np.prod(s, dtype=int) for s in regions.inputs.values()) <= 150
+    for of in regions.outputs:
+        one = {k: v[1] for k, v in batch.items()}
+        if regions.outputs[of] == ():
+            close(regions.grad(batch, of=of, backend=backend),
+                  unrolled.grad(batch, of=of, backend=backend))
+        if not small:  # a Hessian or a forward sweep per input of thousands: too slow here
+            continue
+        if regions.outputs[of] == ():
+            close(regions.hessian(one, of=of, backend=backend),
+                  unrolled.hessian(one, of=of, backend=backend))
+        close(regions.jacobian(one, of=of, backend=backend),
+              unrolled.jacobian(one, of=of, backend=backend))
+        close(regions.jacobian(one, of=of, mode="forward", backend=backend),
+              unrolled.jacobian(one, of=of, backend=backend))
+
+
+@pytest.mark.parametrize("name", sorted(PROGRAMS))
+def test_expanding_the_regions_is_unrolling(name):
+    """`expand` writes each region out, the sums added in iteration order: the unrolled
+    program's values exactly, and its gradient up to the order of a reverse sweep's sums."""
+    regions, unrolled = both(PROGRAMS[name])
+    rng = np.random.default_rng(3)
+    values = {k: np.reshape(v, -1) for k, v in point(regions, rng).items()}
+    flat = expand(regions.graph)
+    assert not has_regions(flat)
+    close(reference.evaluate(flat, values), reference.evaluate(unrolled.graph, values), 0)
+    of = next(iter(regions.outputs))
+    grad = expand(autodiff.jacobian(regions.graph, of=of))
+    close(reference.evaluate(grad, values),
+          reference.evaluate(autodiff.jacobian(unrolled.graph, of=of), values))
+
+
+def test_gradient_against_finite_differences():
+    """An oracle that knows nothing of regions: central differences of the compiled value."""
+    regions, _ = both(PROGRAMS["nested regions"])
+    rng = np.random.default_rng(1)
+    values = point(regions, rng)
+    grads = regions.grad(values)
+    for name, g in grads.items():
+        direction = rng.normal(size=np.shape(values[name]))
+        h = 1e-6
+        up = dict(values, **{name: values[name] + h * direction})
+        down = dict(values, **{name: values[name] - h * direction})
+        slope = (regions(up) - regions(down)) / (2 * h)
+        assert np.isclose(np.sum(g * direction), slope, rtol=1e-6, atol=1e-8)
+
+
+def test_body_size_does_not_follow_the_trip_count():
+    """The same program at n = 200 and n = 20,000: one body, the same size."""
+    sizes = []
+    for n in (200, 20_000):
+        prog = diffdsl.compile(f"const n = {n}\ninput x[n]\ninput w\n"
+                               "output y = sum(exp(w * x[i]) * x[i] for i in range(n))",
+                               cache=False)
+        (region,) = [node.attr for node in prog.graph.nodes if node.op == "region"]
+        sizes.append(len(region.body.nodes))
+        grad = autodiff.grad(prog.graph)
+        sizes.append(max(len(node.attr.body.nodes) for node in grad.nodes
+                         if node.op == "region"))
+    assert sizes[0] == sizes[2] and sizes[1] == sizes[3]
+
+
+IRREGULAR = {
+    # A static condition on the index: unrolled semantics lower one branch only, and the
+    # other reads x[-1] at i = 0 (NumPy's last element).
+    "a branch on the index": ("const n = 80\ninput x[n]\n"
+                              "output y = sum(if i == 0 then x[0] else x[i] * x[i - 1] "
+                              "for i in range(n))"),
+    "a negative index wraps": ("const n = 80\ninput x[n]\n"
+                               "output y = sum(x[i - 1] for i in range(n))"),
+    "a loop bound from the index": ("const n = 70\ninput x[n]\n"
+                                    "output y = sum(sum(x[j] for j in range(i)) "
+                                    "for i in range(n))"),
+    "a reversed read": ("const n = 90\ninput x[n]\n"
+                        "output y = sum(x[n - 1 - i] * i for i in range(n))"),
+}
+
+
+@pytest.mark.parametrize("name", sorted(IRREGULAR))
+def test_irregular_loops_unroll_and_agree(name):
+    regions, unrolled = both(IRREGULAR[name])
+    rng = np.random.default_rng(5)
+    values = point(regions, rng)
+    close(regions(values), unrolled(values))
+    close(regions.grad(values), unrolled.grad(values))
+
+
+def test_a_region_reading_past_its_stream_is_refused():
+    prog, _ = both(PROGRAMS["overlapping reads"])
+    graph = prog.graph
+    at = next(i for i, node in enumerate(graph.nodes) if node.op == "region")
+    region = graph.nodes[at].attr
+    length, stride, offset = region.streams[0]
+    bad = Region(region.n, region.body, region.captures, ((length, stride, offset + 1),))
+    nodes = list(graph.nodes)
+    nodes[at] = Node("region", nodes[at].args, bad)
+    broken = type(graph)(tuple(nodes), graph.inputs, graph.outputs)
+    with pytest.raises(GraphError, match="read up to element"):
+        verify(broken)
+
+
+@settings(max_examples=25, deadline=None)
+@given(stride=st.integers(1, 3), offset=st.integers(0, 3), width=st.integers(1, 3),
+       n=st.integers(65, 90), power=st.sampled_from(["2", "3", "0.5"]))
+def test_generated_reads_agree_with_unrolling(stride, offset, width, n, power):
+    """Sums over windows of an input at generated strides and offsets (overlapping when the
+    stride is below the width): values and gradients as unrolled."""
+    terms = " + ".join(f"x[{stride} * i + {offset + t}] ** {power}" for t in range(width))
+    size = stride * (n - 1) + offset + width
+    source = (f"const n = {n}\ninput x[{size}]\ninput c\n"
+              f"output y = sum(c * ({terms}) * sin(x[{stride} * i + {offset}]) for i in range(n))")
+    regions, unrolled = both(source)
+    assert has_regions(regions.graph)
+    rng = np.random.default_rng(n)
+    values = point(regions, rng)
+    close(regions(values), unrolled(values))
+    close(regions.grad(values), unrolled.grad(values))
