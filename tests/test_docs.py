@@ -4,8 +4,10 @@
 - ```sh blocks: each line is a `diffdsl ...` command, run as `python -m diffdsl ...`; it must
   exit 0, or the status an `<!-- exit N -->` comment right above the block gives;
 - ```dd blocks are complete programs and must compile (partial snippets are ```text);
-- every relative link between pages, and to the README, resolves (anchors included);
-- the builtins table and the command list match the code.
+- every relative link between pages and in the README resolves (anchors included), and every
+  file of the repository a page names exists;
+- the builtins table, the command list, the layout and the table of equivalents match the code;
+- the README stays the newcomer's page: short, its test command the one CI runs.
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ from typing import NamedTuple
 import pytest
 
 import diffdsl
+from diffdsl.api import Program
 from diffdsl.cli import build_parser
 from diffdsl.language.builtins.table import BUILTINS
 from diffdsl.language.lower.derivatives import DERIVATIVES
@@ -159,7 +162,7 @@ def relative_links(page: Path) -> list[str]:
     return [t for t in LINK.findall(text) if not re.match(r"[a-z]+:", t)]
 
 
-@pytest.mark.parametrize("page", PAGES, ids=lambda p: p.name)
+@pytest.mark.parametrize("page", EXAMPLE_PAGES, ids=lambda p: p.name)
 def test_relative_links_resolve(page):
     for target in relative_links(page):
         path, _, anchor = target.partition("#")
@@ -199,3 +202,122 @@ def test_every_command_is_documented():
     headings = re.findall(r"^### (.+)$", (DOCS / "cli.md").read_text(), flags=re.M)
     documented = {word for heading in headings for word in heading.split()}  # "vjp and jvp"
     assert set(subparsers.choices) <= documented
+
+
+# files named in the text --------------------------------------------------------------------
+# A path into the repository (`examples/det3.dd`, `bench/fuzz.py`, or a module as
+# `graph/ops.py` under diffdsl/), anywhere on a page, code included; and no upper-case page
+# name that is not there (the README once sent readers to a LANGUAGE.md it did not have).
+REPO_PATH = re.compile(r"(?<![\w/.$~%-])((?:bench|tests|examples|diffdsl|grammar|docs|\.ci|graph|"
+                       r"language|backends|symbolic|runtime|cli)/[\w./-]*)")
+UPPER_PAGE = re.compile(r"(?<![\w/])([A-Z][A-Z_]+\.md)\b")
+
+
+def named_files(text: str) -> list[str]:
+    return [m.rstrip("./") for m in REPO_PATH.findall(text)] + UPPER_PAGE.findall(text)
+
+
+def exists_in_repository(path: str) -> bool:
+    return any(c.exists() for base in (ROOT, ROOT / "diffdsl")
+               for c in (base / path, base / f"{path}.py"))
+
+
+@pytest.mark.parametrize("page", EXAMPLE_PAGES, ids=lambda p: p.name)
+def test_named_files_exist(page):
+    missing = [path for path in named_files(page.read_text(encoding="utf-8"))
+               if not exists_in_repository(path)]
+    assert not missing, f"{page.name} names files the repository lacks: {missing}"
+
+
+def test_a_missing_file_is_caught():
+    text = ("see LANGUAGE.md and `bench/nothing.py`, `examples/det3.dd`, `graph/ops.py`, "
+            "`runtime/engine`, ~/.cache/diffdsl/x and bench/RESULTS.md")
+    missing = [p for p in named_files(text) if not exists_in_repository(p)]
+    assert missing == ["bench/nothing.py", "LANGUAGE.md"]
+
+
+# the README ----------------------------------------------------------------------------------
+README = ROOT / "README.md"
+
+
+def test_readme_is_a_newcomers_page():
+    """At most about 200 lines; says when not to use diffdsl against the tools a newcomer
+    knows; links every page of docs/."""
+    text = README.read_text(encoding="utf-8")
+    assert len(text.splitlines()) <= 200
+    when = section(README, "When to use it, and when not")
+    for tool in ("JAX", "PyTorch", "CasADi", "SymPy"):
+        assert f"| {tool} |" in when, tool
+    assert "**Do not use it**" in when
+    linked = {t.partition("#")[0] for t in relative_links(README)}
+    assert {f"docs/{p.name}" for p in PAGES} <= linked
+
+
+def _command_words(line: str) -> tuple[list[str], list[str]]:
+    """(what is installed, the test command) of `pip install X && ENV=1 python -m pytest ...`,
+    without the spellings that do not change what runs (`python -m pip`, quiet, no cache)."""
+    install, _, test = line.partition("&&")
+    cosmetic = {"python", "-m", "pip", "install", "--quiet", "-p", "no:cacheprovider"}
+    return ([w for w in shlex.split(install) if w not in cosmetic],
+            [w for w in shlex.split(test) if w not in cosmetic])
+
+
+def test_readme_test_command_is_what_ci_runs():
+    """.ci/run runs the README's install-and-test line in a fresh venv: the two stay in step."""
+    (block,) = [b for b in re.findall(r"<!-- not run[^>]*-->\n```sh\n(.*?)```",
+                                      README.read_text(encoding="utf-8"), flags=re.S)]
+    ci = [line for line in (ROOT / ".ci" / "run").read_text().splitlines()
+          if "pytest" in line and not line.startswith("#")]
+    assert len(ci) == 1
+    assert _command_words(block.strip()) == _command_words(ci[0])
+    assert _command_words(block.strip())[0] == [".[test]"]
+
+
+# the internals page: its layout is the package's ---------------------------------------------
+def test_layout_names_the_package_folders_and_their_modules():
+    rows = [line.strip("|").split("|") for line in
+            section(DOCS / "internals.md", "Layout").splitlines()
+            if line.startswith("| `")]
+    folders = {re.match(r"\s*`([\w/]+)/`", cells[0]).group(1) for cells in rows}
+    package = ROOT / "diffdsl"
+    on_disk = {"diffdsl"} | {str(d.parent.relative_to(package)).replace(os.sep, "/")
+                             for d in package.rglob("__init__.py") if d.parent != package}
+    assert folders == on_disk
+    for cells in rows:
+        folder = re.match(r"\s*`([\w/]+)/`", cells[0]).group(1)
+        base = package if folder == "diffdsl" else package / folder
+        listed = re.sub(r"\([^)]*\)", "", cells[1]).strip()  # not the (notes) after a name
+        names = re.findall(r"(?:^|, |; )`(\w+)`", listed)
+        assert names, cells
+        missing = [n for n in names if not (base / f"{n}.py").is_file()]
+        assert not missing, f"docs/internals.md names {folder}/{missing}, which do not exist"
+
+
+# coming from JAX: the table of equivalents ----------------------------------------------------
+def test_equivalents_name_what_diffdsl_has():
+    rows = [line.strip("|").split("|") for line in
+            section(DOCS / "coming-from.md", "Equivalents").splitlines()
+            if line.startswith("|") and not line.startswith("|---")][1:]  # past the header
+    assert len(rows) > 20
+    for theirs, ours in rows:
+        for method in re.findall(r"\bprog\.(\w+)", ours):
+            assert hasattr(Program, method), f"Program has no {method}: {ours}"
+        for name in re.findall(r"\bdiffdsl\.(\w+)", ours):
+            assert hasattr(diffdsl, name), f"diffdsl has no {name}: {ours}"
+        if re.search(r"jnp\.|jax\.(nn|scipy)", theirs):  # a function: ours are builtins
+            for name in re.findall(r"`([a-z_]\w*)`", ours):
+                assert name in BUILTINS, f"{name} is not a builtin: {ours}"
+
+
+# the performance page: every table says how it was measured ----------------------------------
+def test_every_performance_table_has_its_command_and_load():
+    text = (DOCS / "performance.md").read_text(encoding="utf-8")
+    for part in text.split("\n## ")[1:]:
+        if not re.search(r"^\|---", part, flags=re.M):
+            continue
+        title, flat = part.splitlines()[0], " ".join(part.split())  # lines wrap anywhere
+        scripts = re.findall(r"python (bench/\w+\.py)", flat)
+        assert scripts, f"performance.md, {title}: no command"
+        assert all((ROOT / s).is_file() for s in scripts), scripts
+        assert "load average" in flat, f"performance.md, {title}: no load"
+        assert "cores" in flat, f"performance.md, {title}: no machine"
