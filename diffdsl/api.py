@@ -8,6 +8,7 @@ from . import limits as limits_
 from .errors import UsageError
 from .graph import autodiff
 from .graph.ir import Graph, prune
+from .graph.loops import expand
 from .runtime import calls, chunked, engine
 from .runtime.engine import BACKENDS, DTYPES, Engine, Stats
 
@@ -270,7 +271,7 @@ class Program:
         from .symbolic import check
         if points < 1:
             raise UsageError(f"check needs points >= 1, got {points}")
-        return check.check(self.graph, points=points, seed=seed, domain=domain)
+        return check.check(expand(self.graph), points=points, seed=seed, domain=domain)
 
     def to_dot(self, of: str | None = None, grad: bool = False) -> str:
         """The graph as Graphviz DOT text: every output's, or output `of`'s alone; with
@@ -310,7 +311,7 @@ class Program:
         from .symbolic import export as symbolic
         from .symbolic import oracle
         out = autodiff.pick_output(self.graph, of)
-        graph = self.derivative("jacobian", of, wrt)
+        graph = self.derivative("jacobian", of, wrt, written_out=True)
         exprs = calls.by_input(symbolic.to_sympy(graph))
         if simplify:
             import sympy
@@ -321,10 +322,14 @@ class Program:
     def to_sympy(self) -> dict:
         """`{output: SymPy expression or Array}`."""
         from .symbolic import export as symbolic
-        return symbolic.to_sympy(self.graph)
+        return symbolic.to_sympy(expand(self.graph))  # formulas write loops out
 
-    def derivative(self, kind: str, of=None, wrt=None, mode: str = "auto") -> Graph:
-        """The derivative graph of `kind`, built once per program and request."""
+    def derivative(self, kind: str, of=None, wrt=None, mode: str = "auto",
+                   written_out: bool = False) -> Graph:
+        """The derivative graph of `kind`, built once per program and request; with
+        `written_out`, its loops unrolled (for formulas, which write every term)."""
+        if written_out:
+            return expand(self.derivative(kind, of, wrt, mode))
         request = (kind, of, _request_key(wrt), mode)
         found = self._requests.get(request)
         if found is not None:

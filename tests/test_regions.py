@@ -7,6 +7,10 @@ every backend that runs regions, and with the regions unrolled after the fact (`
 
 from __future__ import annotations
 
+import json
+import subprocess
+import sys
+
 import numpy as np
 import pytest
 from hypothesis import given, settings
@@ -230,3 +234,36 @@ def test_generated_reads_agree_with_unrolling(stride, offset, width, n, power):
     values = point(regions, rng)
     close(regions(values), unrolled(values))
     close(regions.grad(values), unrolled.grad(values))
+
+
+@pytest.mark.parametrize("name", sorted(PROGRAMS))
+def test_a_plan_keeps_its_regions(name):
+    """A warm start reads the program's graph from its plan: regions, bodies and all."""
+    from diffdsl.runtime.plans import decode, encode
+    regions, _ = both(PROGRAMS[name])
+    for graph in (regions.graph, autodiff.jacobian(regions.graph, of=next(iter(regions.outputs)))):
+        back = decode(json.loads(json.dumps(encode(graph))), PROGRAMS[name])
+        assert back.text() == graph.text()
+        assert [n.attr.body.text() for n in back.nodes if n.op == "region"] == \
+            [n.attr.body.text() for n in graph.nodes if n.op == "region"]
+
+
+def test_every_command_runs_a_program_with_regions(tmp_path):
+    """Formulas, checks, drawings and sparse derivatives take the loops written out."""
+    path = tmp_path / "loop.dd"
+    path.write_text(PROGRAMS["overlapping reads"])
+    x = ",".join(str(0.01 * k) for k in range(120))
+    for args in (["diff", str(path), "--wrt", "w"], ["check", str(path)],
+                 ["graph", str(path)],
+                 ["hessian", str(path), "--sparse", "--inputs", f"x=[{x}]", "w=0.5"]):
+        done = subprocess.run([sys.executable, "-m", "diffdsl", *args], capture_output=True,
+                              text=True, timeout=300)
+        assert done.returncode == 0, (args, done.stderr)
+    prog = diffdsl.load(str(path))
+    assert prog.check(points=1)["ok"]
+    values = {"x": np.linspace(0.1, 1.2, 120), "w": 0.5}
+    dense = prog.hessian(values)  # blocks by input pair; the sparse one is one matrix
+    blocks = [[np.reshape(dense[a][b], (np.size(values[a]), np.size(values[b])))
+               for b in ("x", "w")] for a in ("x", "w")]
+    np.testing.assert_allclose(prog.hessian(values, sparse=True).toarray(), np.block(blocks),
+                               rtol=1e-12, atol=1e-12)

@@ -27,6 +27,7 @@ import warnings
 import numpy as np
 
 from ..graph.ir import Graph, verify
+from ..graph.loops import expand
 from . import cuda_tape, numba_text
 from .cudasim import SIM_MATH
 
@@ -226,6 +227,7 @@ class Kernel:
     """
 
     def __init__(self, graph: Graph, dtype, module=None, cache: bool = True):
+        graph = expand(graph)  # CUDA runs loops written out (regions: DESIGN.md, decision 9)
         self.cache = cache
         self.dtype = np.dtype(dtype)
         self.nodes = len(graph.nodes)

@@ -15,6 +15,7 @@ import os
 import numpy as np
 
 from ..graph.ir import Graph, verify
+from ..graph.loops import expand
 from . import emit, numba_text
 
 # OpenMP's idle threads spin by default: on a small shared machine each parallel call then
@@ -28,7 +29,7 @@ class Tape:
     """Arrays describing a graph: `code[i]`, operands `a0..a2`, and constants."""
 
     def __init__(self, graph: Graph, dtype):
-        verify(graph)
+        graph = verify(expand(graph))  # the tape runs loops written out
         n = len(graph.nodes)
         self.code = np.empty(n, dtype=np.int32)
         self.args = np.zeros((n, 3), dtype=np.int32)

@@ -101,7 +101,7 @@ def cmd_diff(args) -> int:
     from ..symbolic import formulas as report_formulas
     prog = api.load(args.file)
     of = prog.output_name(args.of)
-    jac = prog.derivative("jacobian", of, wrt_of(args))
+    jac = prog.derivative("jacobian", of, wrt_of(args), written_out=True)
     if args.json or not args.cse:  # JSON writes every element out in full
         report_formulas.refuse_to_print(jac, of)
     elif report_formulas.needs_graph_cse(jac):

@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 from .ir import Graph
+from .loops import expand
 from .ops import OPS
 
 
 def to_dot(graph: Graph, title: str = "diffdsl") -> str:
+    graph = expand(graph)  # a drawing shows loops written out
     lines = [f'digraph "{_escape(title)}" {{', "  rankdir=BT;",
              '  node [shape=box, fontname="monospace", fontsize=10];']
     for i, node in enumerate(graph.nodes):

@@ -29,6 +29,7 @@ from .autodiff import (
 )
 from .colouring import Pattern
 from .ir import Builder, Graph, Port
+from .loops import expand
 from .ops import OPS
 
 # How an op passes dependence on: "none" (no pullback: derivative zero), else its row's
@@ -82,6 +83,7 @@ def bits(x: int) -> np.ndarray:
 
 def jacobian_pattern(graph: Graph, of: str | None = None, wrt=None) -> Pattern:
     """Rows: the output's elements (flattened); columns: the `wrt` inputs' elements."""
+    graph = expand(graph)  # patterns are read off the loops written out
     of = pick_output(graph, of)
     wrt = pick_inputs(graph, wrt)
     out = graph.outputs[of]
@@ -108,6 +110,7 @@ def _reaching(graph: Graph, top: int) -> bytearray:
 
 def hessian_pattern(graph: Graph, of: str | None = None, wrt=None) -> Pattern:
     """The symmetric pattern of the Hessian of a one-element output over the `wrt` columns."""
+    graph = expand(graph)
     of = pick_output(graph, of)
     require_scalar(graph, of, "hessian")
     wrt = pick_inputs(graph, wrt)
@@ -153,6 +156,7 @@ def compressed_jacobian(graph: Graph, of: str, wrt: list[str], seeds: list, mode
     """Outputs "value" and, when there are seeds, "compressed" of shape (p, m) in forward mode,
     row c being J times the sum of the columns in `seeds[c]` (one forward sweep each), or of
     shape (p, n) in reverse mode, row c the sum of the rows in `seeds[c]` times J."""
+    graph = expand(graph)
     b = Builder.from_graph(graph)
     stop = len(b.nodes)
     cols = columns(graph, wrt)
@@ -174,6 +178,7 @@ def compressed_jacobian(graph: Graph, of: str, wrt: list[str], seeds: list, mode
 def compressed_hessian(graph: Graph, of: str, wrt: list[str], seeds: list) -> Graph:
     """Outputs "value" and "compressed" of shape (p, n): row c is the Hessian times the sum of
     the columns in `seeds[c]`, forward over reverse as `autodiff.hvp`, the seeds constant."""
+    graph = expand(graph)
     of, wrt, b, grads, stop, active = _gradient_nodes(graph, of, wrt, "hessian")
     cols = columns(graph, wrt)
     gradient = [g for name in wrt for g in grads[name]]

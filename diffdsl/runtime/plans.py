@@ -21,6 +21,7 @@ from ..cache import PLAN_FILE, CacheUnavailable, KernelCache
 from ..errors import Span
 from ..graph.ir import Graph, Node, Port, verify
 from ..graph.ops import OPS
+from ..graph.region import Region
 
 _code: list[str] = []
 
@@ -102,6 +103,13 @@ def encode(graph: Graph) -> dict:
             nodes.append(["const", float(node.attr).hex()])
         elif node.op == "input":
             nodes.append(["input", node.attr[0], node.attr[1]])
+        elif node.op == "region":  # a loop kept as a loop: its body goes along, whole
+            r = node.attr
+            nodes.append(["region", {"n": r.n, "captures": r.captures,
+                                     "streams": [list(x) for x in r.streams],
+                                     "body": encode(r.body)}, *node.args])
+        elif node.op == "part":
+            nodes.append(["part", node.args[0], node.attr])
         else:
             nodes.append([node.op, *node.args])
     return {"key": graph.key(), "nodes": nodes,
@@ -117,6 +125,13 @@ def decode(data: dict, source: str) -> Graph:
             nodes.append(Node("const", (), float.fromhex(item[1])))
         elif op == "input":
             nodes.append(Node("input", (), (item[1], int(item[2]))))
+        elif op == "region":
+            r = item[1]
+            region = Region(int(r["n"]), decode(r["body"], source), int(r["captures"]),
+                            tuple((int(a), int(b), int(c)) for a, b, c in r["streams"]))
+            nodes.append(Node("region", tuple(int(a) for a in item[2:]), region))
+        elif op == "part" and len(item) == 3:
+            nodes.append(Node("part", (int(item[1]),), int(item[2])))
         elif op in OPS and len(item) == OPS[op].arity + 1:
             nodes.append(Node(op, tuple(int(a) for a in item[1:])))
         else:
