@@ -71,6 +71,20 @@ def emit(graph: Graph, dtype: str, key: str = "") -> tuple[str, int]:
     return llvm.emit(graph, dtype, DATA_OFFSET or 0, header=key)
 
 
+def code_size(graph: Graph) -> int:
+    """The nodes that become instructions: a region's body counts once (its loop runs it n
+    times), its inputs and the parts that read its values not at all. The optimiser runs on
+    kernels up to `native.OPTIMIZE_NODES` of these, so a loop over data is optimised however
+    much data it reads."""
+    size = 0
+    for node in graph.nodes:
+        if node.op == "region":
+            size += code_size(node.attr.body)
+        elif node.op not in ("input", "const", "part"):
+            size += 1
+    return size
+
+
 def _build(graph: Graph, dtype: str) -> tuple[bytes, int]:
     """Object code of `graph` and the scratch it needs; a bar names the step under way."""
     nodes = len(graph.nodes)
@@ -79,7 +93,7 @@ def _build(graph: Graph, dtype: str) -> tuple[bytes, int]:
         text, slots = emit(graph, dtype)
         shown.update()
         shown.set_postfix_str("machine code")
-        obj = native.compile_ir(text, nodes)
+        obj = native.compile_ir(text, code_size(graph))
         shown.update()
     return obj, slots
 
