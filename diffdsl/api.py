@@ -10,7 +10,8 @@ from .graph import autodiff
 from .graph.ir import Graph, prune
 from .graph.loops import expand
 from .runtime import calls, chunked, engine
-from .runtime.engine import BACKENDS, DTYPES, Engine, Stats
+from .runtime.engine import BACKENDS, DTYPES, Engine, Once, Stats
+from .runtime.inputs import a_or_an
 
 __all__ = ["BACKENDS", "DTYPES", "Program", "cache_clear", "cache_info", "compile", "load"]
 
@@ -36,6 +37,11 @@ def compile(source: str, filename: str = "<string>", backend: str = "auto",
     `limits` raises (or lowers) limits on the work of compiling, for this program and the
     derivatives built from it later: `limits={"nodes": 5_000_000}` (see `diffdsl.limits`).
     """
+    if not isinstance(source, str):
+        what = "bytes" if isinstance(source, bytes) else a_or_an(type(source).__name__)
+        raise UsageError(f"compile takes the program's source text (a str), not {what}",
+                         hint="decode bytes first (source.decode('utf-8')), or read a file "
+                              "with diffdsl.load(path)")
     limits = dict(limits or {})
     with limits_.using(**limits):
         return _compile(source, filename, backend, dtype, cache, limits)
@@ -76,10 +82,11 @@ class Program:
         self.dtype = engine.check_dtype(dtype)
         self.cache = cache
         self.engine = Engine(self.stats, cache)
-        self._derived: dict = {}
-        self._requests: dict = {}
-        self._fast_grad: dict = {}
-        self.sparse_plans: dict = {}  # sparse.py's patterns and plans, by request
+        # Graphs and plans are made once however many threads ask first (`engine.Once`).
+        self._derived = Once()  # request text -> derivative graph
+        self._requests = Once()  # (kind, of, wrt, mode) -> derivative graph
+        self._fast = calls.FastCalls()  # the value's and gradients' single-point calls
+        self.sparse_plans = Once()  # sparse.py's patterns and plans, by request
 
     @property
     def inputs(self) -> dict[str, tuple]:
@@ -96,14 +103,14 @@ class Program:
     def __call__(self, values: dict | None = None, /, *, backend: str | None = None,
                  dtype: str | None = None, **inputs):
         """The value of the output, or a dict of them by name when there are several."""
-        results = self.evaluate(_merge(values, inputs), backend=backend, dtype=dtype)
-        if len(results) == 1:
-            return next(iter(results.values()))
-        return results
+        def slow():
+            out = self.evaluate(self._given(values, inputs, "prog"), backend, dtype)
+            return next(iter(out.values())) if len(out) == 1 else out
+        return self._fast_or("value", slow, values, backend, dtype, inputs)
 
     def evaluate(self, inputs: dict, backend: str | None = None, dtype: str | None = None):
         """Every output by name, each of shape batch + declared shape."""
-        return self._run(self.graph, inputs, backend, dtype)
+        return self._run(self.graph, self._given(inputs, {}, "evaluate"), backend, dtype)
 
     # derivatives ---------------------------------------------------------------------------
     def grad(self, values: dict | None = None, /, *, of: str | None = None, wrt=None,
@@ -115,32 +122,21 @@ class Program:
         the rows' values: an input shared by every row gets one gradient of its declared
         shape, a batched input the gradient of its rows (divided by the row count for mean).
         """
+        if values is not None:  # checked here, so that an error names this call
+            values = self._given(values, {}, "grad")
         if reduce is not None:
             return self.value_and_grad(values, of=of, wrt=wrt, reduce=reduce, backend=backend,
                                        dtype=dtype, **inputs)[1]
-        host = values is None and (dtype is None or dtype == self.dtype) and \
-            (backend is None or backend == "cpu" or backend == self.backend)
-        if host:
-            # The call people make in a loop: once a first call has compiled the gradient,
-            # arrays of the declared shapes go straight to the kernel, whatever `backend`
-            # says, unless it names another backend than the program's.
-            fast = self._fast_grad.get((of, _request_key(wrt)))
-            if fast is not None:
-                result = fast(inputs)
-                if result is not None:
-                    return result
-        value, grads = self.value_and_grad(values, of=of, wrt=wrt, backend=backend,
-                                           dtype=dtype, **inputs)
-        if host and (of, _request_key(wrt)) not in self._fast_grad:
-            self._remember_fast_grad(of, wrt)
-        return grads
+        return self._fast_or(("grad", of, _request_key(wrt)), lambda: self.value_and_grad(
+            values, of=of, wrt=wrt, backend=backend, dtype=dtype, **inputs)[1], values,
+            backend, dtype, inputs, of, wrt)
 
     def value_and_grad(self, values: dict | None = None, /, *, of: str | None = None,
                        wrt=None, reduce: str | None = None, backend: str | None = None,
                        dtype: str | None = None, **inputs) -> tuple:
         """`(value, {input: gradient})` from one evaluation; `reduce` as for `grad`, the value
         then the sum (or mean) over the batch."""
-        given = _merge(values, inputs)
+        given = self._given(values, inputs, "value_and_grad")
         value, grads = self.value_and("grad", given, of=of, wrt=wrt, backend=backend,
                                       dtype=dtype)
         if reduce is None:
@@ -154,8 +150,9 @@ class Program:
         """`{input: array of shape output + input}`; `mode` auto, forward or reverse. With
         `sparse=True`, one `scipy.sparse.csr_matrix`: rows the output's elements, columns the
         `wrt` inputs' elements (flattened, concatenated in order), by graph colouring."""
-        return self.value_and("jacobian", _merge(values, inputs), of=of, wrt=wrt, mode=mode,
-                              sparse=sparse, backend=backend, dtype=dtype)[1]
+        return self.value_and("jacobian", self._given(values, inputs, "jacobian"), of=of,
+                              wrt=wrt, mode=mode, sparse=sparse, backend=backend,
+                              dtype=dtype)[1]
 
     def hessian(self, values: dict | None = None, /, *, of: str | None = None, wrt=None,
                 diagonal: bool = False, sparse: bool = False, backend: str | None = None,
@@ -166,8 +163,8 @@ class Program:
         if diagonal and sparse:
             raise UsageError("hessian takes diagonal=True or sparse=True, not both")
         return self.value_and("hessian_diagonal" if diagonal else "hessian",
-                              _merge(values, inputs), of=of, wrt=wrt, sparse=sparse,
-                              backend=backend, dtype=dtype)[1]
+                              self._given(values, inputs, "hessian"), of=of, wrt=wrt,
+                              sparse=sparse, backend=backend, dtype=dtype)[1]
 
     def sparsity(self, *, of: str | None = None, wrt=None, hessian: bool = False):
         """The pattern of the Jacobian of `of` (or, `hessian=True`, of its Hessian) from the
@@ -179,19 +176,19 @@ class Program:
             wrt=None, backend: str | None = None, dtype: str | None = None, **inputs) -> dict:
         """The Hessian times the vector `tangents` (a dict by input name; missing ones are
         zero), without forming the Hessian: `{input: array of the input's shape}`."""
-        return self.value_and("hvp", _merge(values, inputs), of=of, wrt=wrt,
+        return self.value_and("hvp", self._given(values, inputs, "hvp"), of=of, wrt=wrt,
                               tangents=tangents, backend=backend, dtype=dtype)[1]
 
     def vjp(self, seed, values: dict | None = None, /, *, of: str | None = None, wrt=None,
             backend: str | None = None, dtype: str | None = None, **inputs) -> dict:
         """Seed (of the output's shape, PyTorch's grad_output) times the Jacobian."""
-        return self.value_and("vjp", _merge(values, inputs), of=of, wrt=wrt, seed=seed,
+        return self.value_and("vjp", self._given(values, inputs, "vjp"), of=of, wrt=wrt, seed=seed,
                               backend=backend, dtype=dtype)[1]
 
     def jvp(self, tangents: dict, values: dict | None = None, /, *, of: str | None = None,
             backend: str | None = None, dtype: str | None = None, **inputs):
         """The Jacobian times the tangents (a dict by input name; missing ones are zero)."""
-        return self.value_and("jvp", _merge(values, inputs), of=of, tangents=tangents,
+        return self.value_and("jvp", self._given(values, inputs, "jvp"), of=of, tangents=tangents,
                               backend=backend, dtype=dtype)[1]
 
     def value_and(self, kind: str, inputs: dict, *, of: str | None = None, wrt=None,
@@ -204,6 +201,7 @@ class Program:
         (give `tangents`). Returns `(value, result)` with `result` shaped as the method of
         the same name (`sparse=True`: a CSR matrix, a list of them for a batch).
         """
+        inputs = self._given(inputs, {}, "value_and")
         if sparse:
             from .runtime import sparse as sparse_
             return sparse_.value_and(self, kind, inputs, of=of, wrt=wrt, mode=mode,
@@ -215,8 +213,8 @@ class Program:
     def objective(self, values: dict | None = None, /, *, wrt=None, of: str | None = None,
                   sparse: bool | None = None, **inputs):
         """This program as a function of one flat float64 vector, for `scipy.optimize`:
-        `o.fun`, `o.jac`, `o.hess`, `o.hessp`, `o.x0` (the given values of the `wrt` inputs;
-        zeros where not given), `o.unravel(v)`; for an output of several elements,
+        `o.fun`, `o.jac`, `o.hess`, `o.hessp`, `o.x0` (the values given for the `wrt` inputs,
+        each required), `o.unravel(v)`; for an output of several elements,
         `o.residuals` and `o.jac` (a matrix) for `least_squares`. The other inputs are fixed
         at the values given. `o.hess` is a CSR matrix with `sparse=True`, an array with
         `sparse=False`, and by default CSR where the Hessian is large and sparse (see
@@ -224,14 +222,7 @@ class Program:
         from .runtime.objective import Objective
         out = autodiff.pick_output(self.graph, of)
         wrt = autodiff.pick_inputs(self.graph, wrt)
-        given = _merge(values, inputs)
-        missing = [n for n in self.graph.inputs if n not in wrt and n not in given]
-        if missing:
-            raise UsageError(f"objective: no value for the fixed input(s) "
-                             f"{', '.join(repr(n) for n in missing)}",
-                             hint="give every input that is not in wrt=, e.g. "
-                                  f"prog.objective(wrt={wrt!r}, {missing[0]}=...)")
-        return Objective(self, out, wrt, given, sparse)
+        return Objective(self, out, wrt, self._given(values, inputs, "objective"), sparse)
 
     def __repr__(self) -> str:
         def ports(table):
@@ -331,12 +322,7 @@ class Program:
         if written_out:
             return expand(self.derivative(kind, of, wrt, mode))
         request = (kind, of, _request_key(wrt), mode)
-        found = self._requests.get(request)
-        if found is not None:
-            return found
-        graph = self._derive(kind, of, wrt, mode)
-        self._requests[request] = graph
-        return graph
+        return self._requests.get(request, lambda: self._derive(kind, of, wrt, mode))
 
     def _derive(self, kind: str, of, wrt, mode: str) -> Graph:
         of = autodiff.pick_output(self.graph, of)
@@ -348,18 +334,18 @@ class Program:
 
     def derived(self, request: str, build) -> Graph:
         """The graph `build()` makes from this program's, once per `request` (a text naming
-        it): kept here and, with the cache on, in the program's plan on disk."""
-        graph = self._derived.get(request)
+        it, built by one thread while others asking wait): kept here and, with the cache on,
+        in the program's plan on disk."""
+        return self._derived.get(request, lambda: self._build(request, build))
+
+    def _build(self, request: str, build) -> Graph:
+        graph = None if self._plan_store is None else self._plan_store.graph(request)
         if graph is None:
+            with limits_.using(**self.limits):
+                graph = build()
+            self.stats.count("graphs_built")
             if self._plan_store is not None:
-                graph = self._plan_store.graph(request)
-            if graph is None:
-                with limits_.using(**self.limits):
-                    graph = build()
-                self.stats.graphs_built += 1
-                if self._plan_store is not None:
-                    self._plan_store.remember(request, graph)
-            self._derived[request] = graph
+                self._plan_store.remember(request, graph)
         return graph
 
     def _run(self, graph: Graph, inputs: dict, backend, dtype) -> dict:
@@ -379,13 +365,11 @@ class Program:
         """The compiled CUDA kernel of `graph`."""
         return self.engine.cuda_kernel(graph, dtype)
 
-    def _remember_fast_grad(self, of, wrt) -> None:
-        if engine.resolve_backend(self.backend) not in ("cpu", "auto"):
-            return
-        plan = self.engine.compiled_plan(self.derivative("grad", of, wrt), self.dtype)
-        if plan is not None:
-            self._fast_grad[(of, _request_key(wrt))] = plan.fast(calls.is_derivative,
-                                                                   calls.input_of)
+    def _fast_or(self, key, slow, values, backend, dtype, inputs: dict, of=None, wrt=None):
+        return self._fast.call(self, key, slow, values, backend, dtype, inputs, of, wrt)
+
+    def _given(self, values, inputs: dict, call: str) -> dict:
+        return calls.given_inputs(self.graph, values, inputs, call)
 
 
 def cache_info() -> dict:
@@ -405,9 +389,3 @@ def cache_clear() -> dict:
 
 def _request_key(wrt):
     return wrt if wrt is None or isinstance(wrt, str) else tuple(wrt)
-
-
-def _merge(values, inputs) -> dict:
-    merged = dict(values or {})
-    merged.update(inputs)
-    return merged

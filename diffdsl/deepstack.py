@@ -10,10 +10,15 @@ The recursion limit and the size of new threads' stacks are settings of the whol
 they are changed under a lock: while several deep calls run at once (threads of a Dask worker),
 the limit is the largest any of them asked for, and the caller's limit comes back when the last
 one ends.
+
+The new thread runs in a copy of the caller's `contextvars` context, so that what the caller
+set there (the `limits.using` blocks in force) holds for the work too: a new thread would
+otherwise start from an empty context.
 """
 
 from __future__ import annotations
 
+import contextvars
 import sys
 import threading
 from typing import Callable
@@ -28,10 +33,11 @@ def call(frames: int, stack_bytes: int, fn: Callable, /, *args, **kwargs):
     of at least `frames`; returns its result or raises its exception. (The two settings come
     first and positionally, so every keyword argument is `fn`'s.)"""
     outcome: dict = {}
+    context = contextvars.copy_context()
 
     def work():
         try:
-            outcome["value"] = fn(*args, **kwargs)
+            outcome["value"] = context.run(fn, *args, **kwargs)
         except BaseException as exc:  # noqa: B036 - re-raised on the calling thread
             outcome["error"] = exc
 

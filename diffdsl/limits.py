@@ -7,11 +7,16 @@ memory is spent. The defaults keep a build under about ten seconds and a gigabyt
 raises one without editing code, with an environment variable (`DIFFDSL_MAX_NODES=5000000`),
 with `--limit nodes=5000000` on the command line, or in Python with
 `with diffdsl.limits.using(nodes=5_000_000): ...` around `diffdsl.compile`.
+
+A `using` block holds in the thread (and the `contextvars` context) that entered it: threads
+compiling side by side each see their own limits. Work diffdsl moves to a thread of its own
+(`deepstack.call`) takes the caller's context along.
 """
 
 from __future__ import annotations
 
 import contextlib
+import contextvars
 import os
 from dataclasses import dataclass, fields, replace
 
@@ -41,7 +46,9 @@ WHAT = {"int_bits": "bits in a static integer", "elements": "elements in an arra
         "steps": "steps of unrolled work", "nodes": "nodes in a graph",
         "unroll": "iterations of a loop written out"}
 
-_overrides: list[dict] = []
+# The `using` blocks in force, innermost last: a tuple, replaced (never changed) by each block.
+_overrides: contextvars.ContextVar[tuple] = contextvars.ContextVar("diffdsl_limits",
+                                                                 default=())
 
 
 def current() -> Limits:
@@ -51,7 +58,7 @@ def current() -> Limits:
         text = os.environ.get(ENV[name])
         if text is not None:
             values[name] = parse_value(name, text, ENV[name])
-    for layer in _overrides:
+    for layer in _overrides.get():
         values.update(layer)
     return replace(Limits(), **values)
 
@@ -63,11 +70,11 @@ def using(**changes: int):
         if name not in NAMES:
             raise LimitError(f"unknown limit '{name}'", hint=f"the limits are: {', '.join(NAMES)}")
         parse_value(name, str(value), name)
-    _overrides.append(dict(changes))
+    token = _overrides.set((*_overrides.get(), dict(changes)))
     try:
         yield current()
     finally:
-        _overrides.pop()
+        _overrides.reset(token)
 
 
 def parse_value(name: str, text: str, where: str) -> int:

@@ -7,7 +7,11 @@ A `Kernel` takes one array per input port and per output port (DESIGN.md, decisi
                                       `rows` rows; inputs[k] has `strides[k]` elements a row
                                       (0: shared by every row), outputs are (rows, size)
 
-Inputs are read in place and outputs written once. Batches run serially below a work size
+Inputs are read in place and outputs written once. A batched input of another real dtype than
+the kernel's (float64 data for a float32 kernel) is converted a chunk of rows at a time by the
+thread that runs the chunk, into a buffer of its own that stays in its cache: converting it
+whole first would read and write the array once more from memory, on one core, and hold a
+copy of it (bench/value_paths.py). Batches run serially below a work size
 and on threads above it, each thread a slice of the rows with its own scratch (the emitted
 row loop releases the GIL). Above CHUNK_WORK each thread runs its slice in chunks of rows,
 never waiting for the others between them, for a progress bar and so that Ctrl-C is heard
@@ -36,6 +40,8 @@ PARALLEL_WORK = 2_000_000
 # 2 s (libm calls) on one core, so that a bar moves and Ctrl-C is heard within seconds, while
 # a chunk's call costs nothing to speak of (bench/chunks.py).
 CHUNK_WORK = 100_000_000
+# Bytes of converted inputs in one chunk of a batch given in another dtype: a core's L2 cache.
+CONVERT_BYTES = 256 * 2**10
 THREADS_ENV = "DIFFDSL_NUM_THREADS"
 EXPORTS = ("diffdsl_rows", "diffdsl_point", "diffdsl_batch")
 
@@ -145,29 +151,46 @@ class Kernel:
             self.run(inputs, [0] * len(inputs), outputs, 1)
 
     def run(self, inputs: list, strides: list, outputs: list, rows: int) -> None:
+        """`inputs` C-contiguous, of any real dtype: those of another dtype than the kernel's
+        are converted (see the module's docstring)."""
         if self.tape is not None:
             return self._run_tape(inputs, strides, outputs, rows)
+        # Shared inputs are small, and so is a small batch: converted whole, here.
+        row_bytes = self.dtype.itemsize * sum(
+            s for a, s in zip(inputs, strides, strict=True) if a.dtype != self.dtype)
+        inputs = [a if a.dtype == self.dtype or (s and rows * row_bytes > CONVERT_BYTES)
+                  else np.ascontiguousarray(a, dtype=self.dtype)
+                  for a, s in zip(inputs, strides, strict=True)]
+        convert = [k for k, a in enumerate(inputs) if a.dtype != self.dtype]
         steps = np.array(list(strides) + [a.size // max(rows, 1) for a in outputs] or [0],
                          dtype=np.int64)
         n = min(threads(), rows) if rows > 1 and rows * self.nodes >= PARALLEL_WORK else 1
+        chunk = max(1, CONVERT_BYTES // row_bytes) if convert else rows
         if rows * self.nodes > CHUNK_WORK:
             with progress.bar(rows, f"evaluating {rows:,} rows", unit="row") as shown:
-                self._slices(inputs, outputs, steps, rows, n, _chunk_rows(self.nodes), shown)
-        elif n <= 1 and self._batch is not None:
+                self._slices(inputs, outputs, steps, rows, n,
+                             min(chunk, _chunk_rows(self.nodes)), shown, convert)
+        elif n <= 1 and self._batch is not None and not convert:
             self._batch(*inputs, *outputs, steps, self._scratch,
                         np.array([0, rows], dtype=np.int64))
         else:
-            self._slices(inputs, outputs, steps, rows, n, rows)
+            self._slices(inputs, outputs, steps, rows, n, chunk, None, convert)
 
-    def _slices(self, inputs, outputs, steps, rows: int, n: int, chunk: int, shown=None):
+    def _slices(self, inputs, outputs, steps, rows: int, n: int, chunk: int, shown=None,
+                convert=()):
         """Rows 0..rows in `n` slices, one a thread (this thread runs the first), each slice
         in chunks of `chunk` rows. The threads never wait for each other between chunks;
         `shown` counts the rows done, updated from this thread after each of its chunks and
         while it waits for the others. Interrupted (Ctrl-C), the others stop after their
-        chunk."""
-        ptrs = np.array([a.ctypes.data for a in (*inputs, *outputs)] or [0], dtype=np.uintp)
+        chunk. The inputs numbered in `convert` are of another dtype: each thread converts a
+        chunk's rows of them into buffers of its own and runs the chunk there."""
+        arrays = (*inputs, *outputs)
+        ptrs = np.array([a.ctypes.data for a in arrays] or [0], dtype=np.uintp)
         cuts = [rows * k // n for k in range(n + 1)]
         scratch = [np.empty(max(self.slots, 1), dtype=self.dtype) for _ in range(n)]
+        buffers = [{j: np.empty((chunk, steps[j]), dtype=self.dtype) for j in convert}
+                   for _ in range(n)] if convert else None
+        row_bytes = steps * np.array([a.itemsize for a in arrays] or [0], dtype=np.int64)
         done = [0] * n  # rows finished in each slice, each written by one thread only
         counted = 0
         stop = []
@@ -178,14 +201,22 @@ class Kernel:
                 shown.update(sum(done) - counted)
                 counted = sum(done)
 
-        def work(k: int, after=None, arrays=(inputs, outputs)) -> None:
+        def work(k: int, after=None, arrays=arrays) -> None:
             # `arrays`: the data the pointers point to lives while any slice runs
             for begin in range(cuts[k], cuts[k + 1], chunk):
                 if stop:
                     return
                 end = min(begin + chunk, cuts[k + 1])
-                self._rows(ptrs.ctypes.data, steps.ctypes.data, begin, end,
-                           scratch[k].ctypes.data)
+                if buffers is None:
+                    self._rows(ptrs.ctypes.data, steps.ctypes.data, begin, end,
+                               scratch[k].ctypes.data)
+                else:  # the chunk's rows as rows 0..end-begin: each pointer moved to `begin`
+                    moved = ptrs + (row_bytes * begin).astype(np.uintp)
+                    for j, buffer in buffers[k].items():
+                        buffer[:end - begin] = arrays[j][begin:end]  # NumPy casts without the GIL
+                        moved[j] = buffer.ctypes.data
+                    self._rows(moved.ctypes.data, steps.ctypes.data, 0, end - begin,
+                               scratch[k].ctypes.data)
                 done[k] = end - cuts[k]
                 if after is not None:
                     after()

@@ -19,7 +19,6 @@ import math
 import os
 import shutil
 import tempfile
-import threading
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -60,10 +59,10 @@ def _output_format(output) -> str | None:
 @dataclass
 class Job:
     """What a chunk needs, in a form that travels to Dask workers (`program` as its source;
-    `run` names this run of the command, for `_chunk_on_worker`)."""
+    `output` is the file or folder `--output` names, for messages)."""
 
     program: api.Program
-    run: str
+    output: str
     kind: str
     of: str | None
     wrt: list | None
@@ -82,7 +81,7 @@ def run(args, prog: api.Program, kind: str, of, inputs: dict, wrt=None, tangents
     _check_target(target, fmt)
     if args.chunk is not None and args.chunk < 1:
         raise UsageError("--chunk must be at least 1 row")
-    job = Job(prog, os.urandom(16).hex(), kind, of, wrt,
+    job = Job(prog, args.output, kind, of, wrt,
               {n: _source(v, prog.inputs.get(n)) for n, v in inputs.items()},
               None if tangents is None else
               {n: _source(v, prog.inputs.get(n)) for n, v in tangents.items()},
@@ -141,25 +140,16 @@ def _write(job: Job, start: int, arrays: dict) -> None:
     for key, writer in job.writers.items():
         try:
             writer.write(start, arrays[key])
-        except OSError as exc:  # a full disk, say: an error of the run, not of diffdsl
-            raise UsageError(f"cannot write {key}: {exc.strerror or exc}") from None
-
-
-# The runs whose first chunk this process has evaluated. A first chunk builds the derivative
-# graph and the kernel, so it runs alone: threads of one Dask worker never build them twice.
-_first_chunk = threading.Lock()
-_warm_runs: set = set()
+        except OSError as exc:  # a full disk, say: the user's to fix, not a bug of diffdsl
+            raise UsageError(f"cannot write {job.output} ({key}): {exc.strerror or exc}"
+                             ) from None
 
 
 def _chunk_on_worker(start: int, stop: int, job: Job) -> tuple:
     """One chunk as a Dask task: the job's program was compiled once in this worker process,
-    where the job was unpickled."""
-    if job.run in _warm_runs:
-        arrays = evaluate(job.program, job, start, stop)
-    else:
-        with _first_chunk:
-            arrays = evaluate(job.program, job, start, stop)
-            _warm_runs.add(job.run)
+    where the job was unpickled. Threads of the worker that run its first chunks at once
+    build each graph and kernel once: the program sees to that."""
+    arrays = evaluate(job.program, job, start, stop)
     _write(job, start, arrays)
     return start, stop
 

@@ -9,15 +9,62 @@ by input name, and for a batch with `reduce=` the sum or mean over its rows.
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
 
 import numpy as np
 
 from ..errors import UsageError
 from ..graph import autodiff
 from ..graph.ir import Graph
+from .inputs import a_or_an, host_values
 
 KINDS = ("grad", "jacobian", "hessian", "hessian_diagonal", "vjp", "jvp", "hvp")
 REDUCTIONS = ("sum", "mean")
+
+
+class FastCalls:
+    """The call people make in a loop, `prog(A=x)` or `prog.grad(A=x)`: once a first call has
+    compiled its graph, a single point given as arrays of the declared shapes goes straight
+    to the kernel (`engine._Plan.fast`), whatever `backend` says unless it names another
+    backend than the program's. The value alone takes the same route as its gradient, so it
+    is never the slower of the two (bench/value_paths.py)."""
+
+    def __init__(self):
+        self.made: dict = {}  # "value" or ("grad", of, wrt) -> the single-point function
+
+    def call(self, prog, key, slow, values, backend, dtype, inputs: dict, of=None, wrt=None):
+        """The fast function's result, else `slow()`, after which that function is made."""
+        host = values is None and (dtype is None or dtype == prog.dtype) and \
+            (backend is None or backend == "cpu" or backend == prog.backend)
+        fast = self.made.get(key) if host else None
+        if fast is not None:
+            result = fast(inputs)
+            if result is not None:
+                return result
+        result = slow()
+        if host and fast is None:
+            value = key == "value"
+            graph = prog.graph if value else prog.derivative("grad", of, wrt)
+            keep = (None, None) if value else (is_derivative, input_of)
+            fast = prog.engine.fast_function(graph, prog.dtype, prog.backend, *keep,
+                                             single=value and len(graph.outputs) == 1)
+            if fast is not None:
+                self.made[key] = fast
+        return result
+
+
+def given_inputs(graph: Graph, values, inputs: dict, call: str) -> dict:
+    """The inputs of `Program` method `call` ("prog" for a call of the program itself), from
+    its dict `values` and its keyword arguments: arrays of other libraries as NumPy arrays
+    (`inputs.host_values`). Anything but a dict in `values`' place is refused, with what the
+    call takes: `prog.grad(np.eye(3))` would otherwise meet NumPy's "truth value" error."""
+    if values is not None and not isinstance(values, Mapping):
+        example = next(iter(graph.inputs), "x")
+        name = "prog" if call == "prog" else f"prog.{call}"
+        raise UsageError(f"{name} takes the inputs by name or as a dict, not "
+                         f"{a_or_an(type(values).__name__)}",
+                         hint=f"e.g. {name}({example}=...) or {name}({{{example!r}: ...}})")
+    return host_values({**(values or {}), **inputs})
 
 
 def derivative_inputs(graph: Graph, kind: str, inputs: dict, wrt, seed, tangents):

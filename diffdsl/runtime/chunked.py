@@ -18,7 +18,6 @@ Dask is imported only when a Dask array is given, so `import diffdsl` stays ligh
 
 from __future__ import annotations
 
-import contextlib
 import functools
 import hashlib
 import math
@@ -32,7 +31,7 @@ import numpy as np
 
 from ..errors import InputError, UsageError
 from .engine import DTYPES, check_backend
-from .inputs import label, prepare_inputs
+from .inputs import host_values, label, prepare_inputs
 
 
 def has_dask(values: dict) -> bool:
@@ -68,12 +67,11 @@ class Recipe:
 
 # Programs by recipe key in this process: the caller's own (held weakly, so dropping the
 # program still unloads its kernels) and those built here for tasks (held for later tasks).
+# Threads of one worker that run a program's first tasks at once build each graph and kernel
+# once: the program itself sees to that (`engine.Once`).
 _callers: weakref.WeakValueDictionary = weakref.WeakValueDictionary()
 _built: dict = {}
-# Evaluations that ran once in this process; the first of each runs under the lock, so that
-# threads of one worker never derive or compile the same graph at the same time.
-_warm: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
-_lock = threading.RLock()
+_lock = threading.Lock()
 
 
 def program_for(recipe: Recipe):
@@ -88,19 +86,6 @@ def program_for(recipe: Recipe):
         return found
 
 
-@contextlib.contextmanager
-def first_use(program, token):
-    """Hold the process's lock around the first evaluation of `token` on `program` (which
-    builds graphs and kernels); later ones run side by side."""
-    done = _warm.setdefault(program, set())
-    if token in done:
-        yield
-        return
-    with _lock:
-        yield
-        done.add(token)
-
-
 def run(program, compile_source: Callable, request, graph, inputs: dict, backend: str,
         dtype: str) -> dict:
     """Every output of `graph` as a Dask array of shape batch + declared shape.
@@ -113,6 +98,7 @@ def run(program, compile_source: Callable, request, graph, inputs: dict, backend
 
     check_backend(backend)
     dt = DTYPES[dtype]
+    inputs = host_values(inputs)  # tangents and seeds too: arrays of other libraries
     batch = _check(graph, inputs, dt)
     recipe = Recipe.of(program, compile_source)
     _callers[recipe.key] = program  # tasks run in this process use the caller's program
@@ -178,13 +164,12 @@ def _batch_chunks(graph, inputs: dict, batch: tuple) -> tuple:
 def _chunk(*blocks, recipe: Recipe, request, key: str, backend: str, precision: str) -> tuple:
     """One block of every output: the graph evaluated on one block of each input."""
     program = program_for(recipe)
-    with first_use(program, (request, backend, precision)):
-        graph = program.graph if request is None else program.derivative(*request)
-        if graph.key() != key:
-            raise UsageError("a Dask worker derived a different graph than the caller did",
-                             hint="run the same version of diffdsl on every worker")
-        out = program.engine.run(graph, dict(zip(graph.inputs, blocks, strict=True)),
-                                 backend, precision)
+    graph = program.graph if request is None else program.derivative(*request)
+    if graph.key() != key:
+        raise UsageError("a Dask worker derived a different graph than the caller did",
+                         hint="run the same version of diffdsl on every worker")
+    out = program.engine.run(graph, dict(zip(graph.inputs, blocks, strict=True)), backend,
+                             precision)
     return tuple(np.asarray(out[name]) for name in graph.outputs)
 
 

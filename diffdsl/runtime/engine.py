@@ -11,6 +11,8 @@ from __future__ import annotations
 
 import math
 import os
+import threading
+from typing import Callable
 
 import numpy as np
 
@@ -31,10 +33,53 @@ class Stats:
     def __init__(self):
         self.graphs_built = 0  # graphs lowered from source or derived by autodiff
         self.kernels_built = 0  # kernels compiled by a backend (not loaded from the cache)
+        self._lock = threading.Lock()  # `+=` on an attribute is not atomic across threads
+
+    def count(self, what: str) -> None:
+        """One more of `what` ("graphs_built" or "kernels_built")."""
+        with self._lock:
+            setattr(self, what, getattr(self, what) + 1)
 
     @property
     def builds(self) -> int:
         return self.graphs_built + self.kernels_built
+
+
+class Once:
+    """Values made once per key, however many threads ask at the same time: the first asker
+    builds, the others wait for its result instead of building their own (a key a lock, so
+    that different keys build side by side). A build that fails raises in the thread that ran
+    it; the next asker tries again. Builds may nest (a Hessian's plan asks for its pattern):
+    the keys form no cycle, and each lock is re-entrant."""
+
+    def __init__(self):
+        self._made: dict = {}
+        self._building: dict = {}
+        self._lock = threading.Lock()
+
+    def get(self, key, build: Callable):
+        found = self._made.get(key)
+        if found is not None:
+            return found
+        with self._lock:
+            lock = self._building.setdefault(key, threading.RLock())
+        with lock:
+            found = self._made.get(key)
+            if found is None:
+                found = self._made[key] = build()
+        with self._lock:  # later askers find the value without a lock
+            self._building.pop(key, None)
+        return found
+
+    def peek(self, key):
+        """The value of `key` when it is made, else None (builds nothing)."""
+        return self._made.get(key)
+
+    def items(self) -> list:
+        return list(self._made.items())
+
+    def values(self) -> list:
+        return list(self._made.values())
 
 
 class Engine:
@@ -44,8 +89,9 @@ class Engine:
         self.stats = stats
         self.cache = cache
         # Keyed by the graph itself, hashed by its key: an equal graph finds the same kernel.
-        self._kernels: dict = {}  # (graph, dtype[, "cuda"]) -> kernel
-        self._plans: dict = {}  # (graph, dtype) -> _Plan
+        # Made once however many threads ask first (`Once`).
+        self._kernels = Once()  # (graph, dtype[, "cuda"]) -> kernel
+        self._plans: dict = {}  # (graph, dtype) -> _Plan, set before its kernel is shown
 
     def run(self, graph: Graph, inputs: dict, backend: str, dtype: str) -> dict:
         """Every output of `graph` by name, each of shape batch + declared shape."""
@@ -62,7 +108,8 @@ class Engine:
         if on_device:  # GPU arrays given to a CPU backend: copied to the host once
             inputs = {k: (_to_host(v) if k in on_device else v) for k, v in inputs.items()}
         dt = DTYPES[dtype]
-        batch, arrays = prepare_inputs(graph, inputs, dt)
+        # Not converted to `dtype` yet: the CPU converts a batch a chunk at a time.
+        batch, arrays = prepare_inputs(graph, inputs, dt, convert=False)
         if backend == "auto":
             if _rows(batch) >= CUDA_AUTO_ROWS and gpu_present():
                 return self._run_cuda(graph, inputs, on_device, dtype)
@@ -76,11 +123,22 @@ class Engine:
         """The single-point plan of `graph` once its CPU kernel is compiled, else None."""
         return self._plans.get((graph, dtype))
 
+    def fast_function(self, graph: Graph, dtype: str, backend: str, keep=None, rename=None,
+                      single: bool = False):
+        """`_Plan.fast(keep, rename, single)` of `graph` once its CPU kernel is compiled and
+        `backend` runs single points there; else None."""
+        plan = self._plans.get((graph, dtype))
+        if plan is None or resolve_backend(backend) not in ("cpu", "auto"):
+            return None
+        return plan.fast(keep, rename, single)
+
     # the CPU ----------------------------------------------------------------------------------
     def _run_cpu(self, graph: Graph, arrays: dict, batch: tuple, dtype: str) -> dict:
         kernel = self.kernel(graph, dtype)
         rows = _rows(batch)
-        given = [np.ascontiguousarray(arrays[name]) for name in graph.inputs]
+        # A batch keeps its dtype (`cpu.Kernel.run` converts it); a point is converted here.
+        given = [np.ascontiguousarray(arrays[name], dtype=None if batch else DTYPES[dtype])
+                 for name in graph.inputs]
         strides = [port.size if a.ndim == 2 else 0
                    for port, a in zip(graph.inputs.values(), given, strict=True)]
         outs = {name: np.empty(tuple(batch) + port.shape, dtype=DTYPES[dtype])
@@ -93,16 +151,15 @@ class Engine:
 
     def kernel(self, graph: Graph, dtype: str = "float64"):
         """The compiled CPU kernel of `graph`: made once, from the disk cache when there."""
-        found = self._kernels.get((graph, dtype))
-        if found is not None:
-            return found
+        return self._kernels.get((graph, dtype), lambda: self._build_kernel(graph, dtype))
+
+    def _build_kernel(self, graph: Graph, dtype: str):
         from ..backends import cpu
         if cpu.uses_tape(graph):
             kernel = cpu.Kernel(graph, dtype, cache=self.cache)
-            self.stats.kernels_built += 1
+            self.stats.count("kernels_built")
         else:
             kernel = self._cached_kernel(graph, dtype)
-        self._kernels[(graph, dtype)] = kernel
         self._plans[(graph, dtype)] = _Plan(graph, kernel)
         return kernel
 
@@ -121,7 +178,7 @@ class Engine:
                 except (RuntimeError, KeyError, TypeError):
                     store.drop(key)  # a foreign or damaged object: rebuilt below
         kernel = cpu.Kernel(graph, dtype)
-        self.stats.kernels_built += 1
+        self.stats.count("kernels_built")
         if store is not None:
             try:
                 store.store_object(key, kernel.obj, {"slots": kernel.slots,
@@ -168,9 +225,10 @@ class Engine:
 
     def cuda_kernel(self, graph: Graph, dtype: str = "float64"):
         """The compiled CUDA kernel of `graph`, made once (cached on disk like the CPU's)."""
-        found = self._kernels.get((graph, dtype, "cuda"))
-        if found is not None:
-            return found
+        return self._kernels.get((graph, dtype, "cuda"),
+                                 lambda: self._build_cuda_kernel(graph, dtype))
+
+    def _build_cuda_kernel(self, graph: Graph, dtype: str):
         from ..backends import cuda as gpu
         from ..backends import emit
         if gpu.uses_tape(graph):
@@ -184,16 +242,16 @@ class Engine:
             kernel = emit.load_module(f"diffdsl_cuda_kernel_{key[:32]}", source,
                                       key if self.cache else None,
                                       lambda module: gpu.Kernel(graph, dtype, module).warm())
-        self.stats.kernels_built += 1
-        self._kernels[(graph, dtype, "cuda")] = kernel
+        self.stats.count("kernels_built")
         return kernel
 
 
 class _Plan:
     """What a single-point call needs of a compiled graph, looked up once.
 
-    `fast(keep, rename)` writes a function for the call people make in a loop: it takes the
-    inputs dict and returns the outputs, or None when a value is not an array of exactly the
+    `fast(keep, rename, single)` writes a function for the call people make in a loop: it takes
+    the inputs dict and returns the outputs (`single`: the one output itself, not a dict of
+    it), or None when a value is not an array of exactly the
     declared shape and dtype, C-contiguous (or a Python float for a scalar): the caller then
     takes the general path, which converts or explains. The function is specialised to the
     ports (generated text, as `dataclasses` writes `__init__`), so a call costs a few attribute
@@ -207,9 +265,10 @@ class _Plan:
         self.outputs = [(name, port.shape) for name, port in graph.outputs.items()]
         self.try_point = self.fast()
 
-    def fast(self, keep=None, rename=None):
+    def fast(self, keep=None, rename=None, single: bool = False):
         """The single-point function; `keep(name)` selects the outputs it returns (the others
-        are written into arrays it reuses) and `rename(name)` their keys."""
+        are written into arrays it reuses) and `rename(name)` their keys; `single` returns
+        the only output kept, not a dict."""
         k = self.kernel
         env = {"ndarray": np.ndarray, "empty": np.empty, "array": np.array,
                "dtype": self.dtype, "point": k.point_builtin(), "scratch": k.scratch_array(),
@@ -241,7 +300,10 @@ class _Plan:
         else:
             lines.append(f"    run([{', '.join(args[:len(self.shapes)])}], "
                          f"[{', '.join(args[len(self.shapes):])}])")
-        lines.append("    return {" + ", ".join(result) + "}")
+        if single and len(result) == 1:
+            lines.append("    return " + result[0].partition(": ")[2])
+        else:
+            lines.append("    return {" + ", ".join(result) + "}")
         exec("\n".join(lines), env)
         return env["fast"]
 

@@ -1,8 +1,11 @@
 """Checking the values a user gives against a graph's declared inputs.
 
-Values may be Python numbers, nested lists, NumPy scalars or arrays. A value with leading
-dimensions beyond the declared shape is a batch; every batched input must agree on them.
-Arrays of the requested dtype that are C-contiguous are used in place (no copy).
+Values may be Python numbers, nested lists, NumPy scalars or arrays, or arrays of other
+libraries: anything NumPy reads through `__array__`, `__array_interface__`, the buffer protocol
+(`array.array`, `memoryview`) or `__dlpack__` (PyTorch CPU tensors, JAX arrays), viewed without
+a copy where NumPy can (`host_array`). A value with leading dimensions beyond the declared
+shape is a batch; every batched input must agree on them. Arrays of the requested dtype that
+are C-contiguous are used in place (no copy).
 """
 
 from __future__ import annotations
@@ -17,12 +20,14 @@ from ..graph import autodiff
 from ..graph.ir import Graph, Port
 
 
-def prepare_inputs(graph: Graph, given: dict, dtype=np.float64) -> tuple[tuple, dict]:
+def prepare_inputs(graph: Graph, given: dict, dtype=np.float64,
+                   convert: bool = True) -> tuple[tuple, dict]:
     """Check the given values against the declared inputs; find the batch shape.
 
     Returns the batch shape `B` and, per input, an array of `dtype` of shape (rows, size) when
     batched or (size,) when shared by every row: a view of the value given when it is an
-    array of that dtype and contiguous.
+    array of that dtype and contiguous. `convert=False` leaves a NumPy array of another real
+    dtype in it (the CPU kernel converts a batch a chunk at a time).
     """
     for name in given:
         if name not in graph.inputs:
@@ -44,7 +49,7 @@ def prepare_inputs(graph: Graph, given: dict, dtype=np.float64) -> tuple[tuple, 
     arrays = {}
     shaped = {}
     for name, port in graph.inputs.items():
-        arr = as_real_array(label(name), given[name], dtype)
+        arr = as_real_array(label(name), given[name], dtype, convert)
         declared = port.shape
         extra = arr.ndim - len(declared)
         if extra < 0 or arr.shape[extra:] != declared:
@@ -78,12 +83,74 @@ def label(name: str) -> str:
     return f"input '{name}'"
 
 
-def as_real_array(name: str, value, dtype=np.float64) -> np.ndarray:
+# Values taken as they are: NumPy's own, Python's numbers and lists, and text (refused later).
+_PLAIN = (np.ndarray, np.generic, float, int, list, tuple, str, bytes, bytearray, type(None))
+_ARRAY_HOOKS = ("__array__", "__array_interface__", "__array_struct__")
+
+
+def host_values(values: dict) -> dict:
+    """`values` with every array of another library in host memory as a NumPy array."""
+    return {name: host_array(value, name if name.startswith("@") else f"input '{name}'")
+            for name, value in values.items()}
+
+
+def host_array(value, name: str = "value"):
+    """`value` as a NumPy array when it is an array of another library in host memory
+    (viewing its memory where NumPy can: no copy); anything else as it is. Arrays on a GPU
+    (`__cuda_array_interface__`) and Dask arrays stay as they are, for the paths that take
+    them. An array that cannot be read on the host (a tensor on a GPU through DLPack, a
+    PyTorch tensor that requires grad) is an `InputError` that says what to do."""
+    if isinstance(value, _PLAIN) or _on_device(value) or hasattr(value, "__dask_graph__"):
+        return value
+    try:
+        if any(hasattr(value, hook) for hook in _ARRAY_HOOKS):
+            return np.asarray(value)
+        if hasattr(value, "__dlpack__"):
+            return np.from_dlpack(value)
+        try:
+            view = memoryview(value)
+        except TypeError:
+            return value  # not an array: `as_real_array` says what it is
+        return np.asarray(view)
+    except (TypeError, ValueError, RuntimeError, BufferError) as exc:
+        what = a_or_an(type(value).__name__)
+        raise InputError(f"{label_of(name)}: cannot read {what} as an array in host memory: "
+                         f"{exc}", hint="give a NumPy array, or copy the value to the CPU "
+                         "first (PyTorch: tensor.detach().cpu(); JAX: jax.device_get)") from None
+
+
+def _on_device(value) -> bool:
+    """Whether `value` lies on a GPU (as `backends.cuda.is_device_array` says, without
+    importing it)."""
+    try:  # a CPU PyTorch tensor raises on the attribute
+        return getattr(type(value), "__cuda_ndarray__", False) or \
+            getattr(value, "__cuda_array_interface__", None) is not None
+    except Exception:
+        return False
+
+
+def a_or_an(word: str) -> str:
+    """`word` after its indefinite article, as it is said: "an ArrayImpl", "a Tensor",
+    "a UserList", "an ndarray"."""
+    lower = word.lower()
+    vowel = (lower[:1] in ("a", "e", "i", "o", "u") and not lower.startswith(
+        ("uni", "use", "usa", "uti", "eu", "one"))) or lower.startswith("nd")
+    return f"{'an' if vowel else 'a'} {word}"
+
+
+def label_of(name: str) -> str:
+    """`name` as messages say it: a graph name (`@t:x`, the seed) through `label`, else as
+    given (already worded: "input 'x'")."""
+    return label(name) if name.startswith("@") else name
+
+
+def as_real_array(name: str, value, dtype=np.float64, convert: bool = True) -> np.ndarray:
+    value = host_array(value, name)
     if isinstance(value, np.ndarray):
         if value.dtype.kind not in "fiu":
             raise InputError(f"{name}: expected real numbers, got an array of "
                              f"{value.dtype}")
-        return value if value.dtype == dtype else value.astype(dtype)
+        return value if value.dtype == dtype or not convert else value.astype(dtype)
     bad = _not_a_number(value)
     if bad is not None:
         raise InputError(f"{name}: expected numbers, got {bad}")
@@ -135,7 +202,7 @@ def _not_a_number(value) -> str | None:
         elif isinstance(item, (bool, np.bool_)) or item is None or isinstance(item, (str, bytes)):
             return "null" if item is None else repr(item)
         elif not isinstance(item, (int, float, np.number)):
-            return f"a {type(item).__name__}"
+            return a_or_an(type(item).__name__)
     return None
 
 

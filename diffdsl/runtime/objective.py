@@ -1,8 +1,9 @@
 """A program as a function of one flat float64 vector, the form `scipy.optimize` takes.
 
 `Program.objective(wrt=..., of=..., **inputs)` makes an `Objective`: the inputs named by `wrt`
-are the variables (their given values are the starting point `x0`), every other input is held
-fixed. For an output with one element, `fun`, `jac` (the gradient), `hess` and `hessp` suit
+are the variables (their given values are the starting point `x0`: required, as no default
+start suits every problem), every other input is held fixed at the value given. For an output
+with one element, `fun`, `jac` (the gradient), `hess` and `hessp` suit
 `scipy.optimize.minimize`; for a larger output, `residuals` and `jac` (the Jacobian matrix)
 suit `scipy.optimize.least_squares`, and `fun` is half the sum of squared residuals. The last
 evaluation is kept, so `fun` then `jac` at the same point evaluate the program once.
@@ -20,7 +21,7 @@ import math
 
 import numpy as np
 
-from ..errors import UsageError
+from ..errors import InputError, UsageError
 
 SPARSE_ROWS = 100
 SPARSE_DENSITY = 0.25
@@ -55,9 +56,9 @@ class Objective:
         self.of = of
         self.wrt = list(wrt)
         self.shapes = {name: prog.inputs[name] for name in self.wrt}
+        _check_given(prog, self.wrt, given)
         self.fixed = {k: v for k, v in given.items() if k not in self.shapes}
-        start = {name: given.get(name, np.zeros(shape)) for name, shape in self.shapes.items()}
-        self.x0 = ravel(start, self.wrt)
+        self.x0 = ravel(given, self.wrt)
         self.scalar = math.prod(prog.outputs[of]) == 1
         self._last: tuple | None = None
         self._sparse = sparse
@@ -124,3 +125,28 @@ class Objective:
         """The Hessian times `p`, without forming the Hessian (forward over reverse)."""
         result = self.prog.hvp(self.unravel(p), self._inputs(v), of=self.of, wrt=self.wrt)
         return self.ravel(result)
+
+
+def _check_given(prog, wrt: list, given: dict) -> None:
+    """Every input needs a value: the fixed ones their value, the variables the point to
+    start from, at its declared shape (a batch has no one starting point)."""
+    missing = [n for n in prog.inputs if n not in given]
+    fixed = [n for n in missing if n not in wrt]
+    if fixed:
+        raise UsageError(f"objective: no value for the fixed input(s) "
+                         f"{', '.join(repr(n) for n in fixed)}",
+                         hint="give every input that is not in wrt=, e.g. "
+                              f"prog.objective(wrt={wrt!r}, {fixed[0]}=...)")
+    if missing:
+        raise UsageError(f"objective: no starting value for {', '.join(map(repr, missing))}",
+                         hint="give the point to start from, e.g. "
+                              f"prog.objective(wrt={wrt!r}, {missing[0]}=...)")
+    for name in wrt:
+        try:
+            shape = np.shape(given[name])
+        except ValueError:  # a ragged list
+            shape = None
+        if shape != prog.inputs[name]:
+            got = "is not a regular array" if shape is None else f"has shape {list(shape)}"
+            raise InputError(f"objective: input '{name}' is declared with shape "
+                             f"{list(prog.inputs[name])}, but its starting value {got}")

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import threading
 from pathlib import Path
 
 from .. import limits
@@ -55,6 +56,9 @@ class PlanStore:
         self.key = hashlib.sha256(text.encode()).hexdigest()
         self.path = self.store.root / self.key / PLAN_FILE
         self.entry = self._read()
+        # Threads deriving different graphs of one program add them here at the same time:
+        # the entry is not printed while another thread changes it.
+        self._lock = threading.Lock()
 
     def _read(self) -> dict:
         """The entry's graphs, or none when any part of the file is damaged."""
@@ -81,13 +85,16 @@ class PlanStore:
 
     def remember(self, request: str, graph: Graph) -> None:
         """Add `graph` under `request` and write the entry (atomically)."""
-        graphs = self.entry["graphs"]
-        graphs[request] = encode(graph)
-        text = json.dumps({"sha256": _digest(graphs), "graphs": graphs}, separators=(",", ":"))
-        try:
-            self.store.store_file(self.key, PLAN_FILE, text)
-        except CacheUnavailable:
-            pass  # a plan only saves time: without a writable cache the program still runs
+        encoded = encode(graph)
+        with self._lock:
+            graphs = self.entry["graphs"]
+            graphs[request] = encoded
+            text = json.dumps({"sha256": _digest(graphs), "graphs": graphs},
+                              separators=(",", ":"))
+            try:
+                self.store.store_file(self.key, PLAN_FILE, text)
+            except CacheUnavailable:
+                pass  # a plan only saves time: without a writable cache the program still runs
 
 
 def _digest(graphs: dict) -> str:

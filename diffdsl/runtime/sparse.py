@@ -52,12 +52,9 @@ def pattern(prog, of=None, wrt=None, hessian: bool = False) -> Pattern:
     """The pattern of the Jacobian of `of` (or of its Hessian) over the `wrt` columns."""
     of = autodiff.pick_output(prog.graph, of)
     wrt = autodiff.pick_inputs(prog.graph, wrt)
-    key = ("pattern", of, tuple(wrt), hessian)
-    found = prog.sparse_plans.get(key)
-    if found is None:
-        find = sparsity.hessian_pattern if hessian else sparsity.jacobian_pattern
-        found = prog.sparse_plans[key] = find(prog.graph, of, wrt)
-    return found
+    find = sparsity.hessian_pattern if hessian else sparsity.jacobian_pattern
+    return prog.sparse_plans.get(("pattern", of, tuple(wrt), hessian),
+                                 lambda: find(prog.graph, of, wrt))
 
 
 def pattern_matrix(prog, of=None, wrt=None, hessian: bool = False):
@@ -75,11 +72,8 @@ def plan(prog, kind: str, of=None, wrt=None, mode: str = "auto") -> SparsePlan:
         raise UsageError(f"unknown jacobian mode '{mode}'; use auto, forward or reverse")
     of = autodiff.pick_output(prog.graph, of)
     wrt = autodiff.pick_inputs(prog.graph, wrt)
-    key = (kind, of, tuple(wrt), mode)
-    found = prog.sparse_plans.get(key)
-    if found is None:
-        found = prog.sparse_plans[key] = _make_plan(prog, kind, of, wrt, mode)
-    return found
+    return prog.sparse_plans.get((kind, of, tuple(wrt), mode),
+                                 lambda: _make_plan(prog, kind, of, wrt, mode))
 
 
 def _make_plan(prog, kind: str, of: str, wrt: list[str], mode: str) -> SparsePlan:

@@ -1,0 +1,137 @@
+"""The value alone as quick as its gradient, a batch in another dtype converted on the way
+(issue 23, item 7; bench/value_paths.py measures both).
+
+`prog(A=x)` once compiled goes straight to the kernel as `prog.grad(A=x)` does, and keeps the
+general path's answers and rules (another backend or dtype asked for, lists, several outputs).
+A batch given in another dtype than the program's (float64 data to a float32 program) is
+converted a chunk of rows at a time inside the kernel's threads, never copied whole: the same
+answers as converting first, at every chunk and slice boundary.
+"""
+
+from __future__ import annotations
+
+import tracemalloc
+
+import numpy as np
+import pytest
+
+import diffdsl
+from diffdsl.backends import cpu
+from diffdsl.runtime import engine
+
+DET3 = """
+input A[3, 3]
+output d = A[0,0]*(A[1,1]*A[2,2] - A[1,2]*A[2,1]) - A[0,1]*(A[1,0]*A[2,2] - A[1,2]*A[2,0]) +
+    A[0,2]*(A[1,0]*A[2,1] - A[1,1]*A[2,0])
+"""
+MIXED = """
+input x[3]
+input s
+output y = s * sin(x[0]) * x[1] + exp(x[2] / 4)
+"""
+
+
+def test_the_value_goes_straight_to_the_kernel_once_compiled(monkeypatch):
+    prog = diffdsl.compile(DET3, backend="cpu", cache=False)
+    rng = np.random.default_rng(1)
+    first = rng.uniform(size=(3, 3))
+    assert prog(A=first) == pytest.approx(np.linalg.det(first), rel=1e-13)
+
+    def general_path(*args, **kwargs):
+        raise AssertionError("the general path was taken")
+
+    monkeypatch.setattr(prog.engine, "run", general_path)
+    for _ in range(5):
+        A = rng.uniform(size=(3, 3))
+        value = prog(A=A)
+        assert type(value) is np.float64 and value == pytest.approx(np.linalg.det(A), 1e-13)
+    monkeypatch.undo()
+    # Anything else takes the general path, with its answers: a list, a batch, a dict.
+    assert prog(A=first.tolist()) == pytest.approx(np.linalg.det(first), rel=1e-13)
+    batch = rng.uniform(size=(4, 3, 3))
+    np.testing.assert_allclose(prog(A=batch), np.linalg.det(batch), rtol=1e-12)
+    assert prog({"A": first}) == pytest.approx(np.linalg.det(first), rel=1e-13)
+
+
+def test_the_fast_value_keeps_the_backend_and_dtype_asked_for(monkeypatch):
+    prog = diffdsl.compile(DET3, backend="cpu", cache=False)
+    A = np.eye(3) * 2
+    assert prog(A=A) == 8.0
+    seen = []
+    run = prog.engine.run
+    monkeypatch.setattr(prog.engine, "run",
+                        lambda graph, inputs, backend, dtype: seen.append((backend, dtype))
+                        or run(graph, inputs, backend, dtype))
+    assert prog(A=A, backend="numpy") == 8.0
+    single = prog(A=A, dtype="float32")
+    assert single == 8.0 and single.dtype == np.float32
+    assert seen == [("numpy", "float64"), ("cpu", "float32")]
+
+
+def test_several_outputs_come_back_by_name_on_the_fast_path():
+    prog = diffdsl.compile("input x[2]\noutput a = x[0] * x[1]\noutput b = [x[0], -x[1]]\n",
+                           backend="cpu", cache=False)
+    for k in range(3):
+        x = np.array([2.0, 3.0 + k])
+        out = prog(x=x)
+        assert out["a"] == 2.0 * (3 + k) and out["b"].tolist() == [2.0, -3.0 - k]
+
+
+@pytest.fixture
+def small_chunks(monkeypatch):
+    """Chunks of a few rows and threads from the first row, so that a small batch crosses
+    many chunk and slice boundaries."""
+    monkeypatch.setattr(cpu, "CONVERT_BYTES", 200)
+    monkeypatch.setattr(cpu, "PARALLEL_WORK", 1)
+    monkeypatch.setenv(cpu.THREADS_ENV, "3")
+
+
+@pytest.mark.parametrize("rows", [1, 7, 250, 1001])
+def test_a_batch_in_another_dtype_is_converted_chunk_by_chunk(small_chunks, rows):
+    rng = np.random.default_rng(rows)
+    x64 = rng.uniform(-2, 2, (rows, 3))
+    s64 = rng.uniform(1, 2, rows)
+    for dtype, other in (("float32", np.float64), ("float64", np.float32)):
+        prog = diffdsl.compile(MIXED, backend="cpu", dtype=dtype, cache=False)
+        x, s = x64.astype(other), s64.astype(other)
+        mine = {"x": x.astype(dtype), "s": s.astype(dtype)}  # converted first, by NumPy
+        got = prog.evaluate({"x": x, "s": s})["y"]
+        assert got.dtype == np.dtype(dtype)
+        assert np.array_equal(got, prog.evaluate(mine)["y"])
+        grads = prog.grad(x=x, s=s)
+        want = prog.grad(mine)
+        assert all(np.array_equal(grads[k], want[k]) for k in want)
+        # shared by every row, integers, not contiguous: the same answers
+        shared = prog.evaluate({"x": x, "s": 3})["y"]
+        assert np.array_equal(shared, prog.evaluate({"x": mine["x"], "s": 3.0})["y"])
+        wide = np.repeat(x, 2, axis=1)[:, ::2]
+        assert np.array_equal(prog.evaluate({"x": wide, "s": s})["y"], got)
+        ints = np.arange(rows * 3).reshape(rows, 3) % 5
+        assert np.array_equal(prog.evaluate({"x": ints, "s": s})["y"],
+                              prog.evaluate({"x": ints.astype(dtype), "s": mine["s"]})["y"])
+
+
+def test_a_float64_batch_for_a_float32_program_is_not_copied_whole():
+    """Converting the whole batch first held a float32 copy of it (and read and wrote it
+    once more); a chunk at a time holds a few hundred kilobytes."""
+    prog = diffdsl.compile(DET3, backend="cpu", dtype="float32", cache=False)
+    batch = np.random.default_rng(0).uniform(size=(200_000, 3, 3))
+    prog.evaluate({"A": batch[:10]})  # compiled before measuring
+    copy = batch.size * 4
+    tracemalloc.start()
+    try:
+        out = prog.evaluate({"A": batch})["d"]
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert peak < copy / 4, f"{peak:,} bytes at the peak; a whole copy is {copy:,}"
+    np.testing.assert_allclose(out, np.linalg.det(batch), rtol=1e-4, atol=1e-5)
+
+
+def test_a_single_point_in_another_dtype_is_converted():
+    prog = diffdsl.compile(DET3, backend="cpu", dtype="float32", cache=False)
+    A = np.diag([2.0, 3.0, 4.0])
+    value = prog(A=A)
+    assert value == 24.0 and value.dtype == np.float32
+    assert prog.grad(A=A.astype(np.int64))["A"].dtype == np.float32
+    assert engine.check_dtype(np.float32) == "float32"
