@@ -44,6 +44,7 @@ _CALL = re.compile(r"call (double|float) @([\w.]+)\(([^)]*)\)")
 # this many other constants copied from a table (memcpy): a Jacobian of a million mostly
 # constant elements is then a few instructions, not a million stores.
 ZERO_BLOCK = 64
+COPY_BLOCK = 16  # a run of this many of a region's values in an output is copied as a block
 TABLE_BLOCK = 4096
 
 
@@ -113,6 +114,7 @@ class _Module:
             self.lines.append("entry:")
             self.lines.extend("  " + line for line in body)
             self.lines += ["  ret void", "}", ""]
+        self.fills = self.fills or bool(plan.copies)
         for k, count, table in plan.fills:
             self.fills = True
             if table is not None:
@@ -142,9 +144,11 @@ class _Layout:
                 self.source[i] = (k, e)
         self.stores: dict[int, list] = {}  # node -> [(port, element)] of the outputs it feeds
         self.fills = []  # (port, elements, None for zeros or the table of constants)
+        self.copies = []  # (port, first element, region node, first value, elements)
         first = len(graph.inputs)
         for k, port in enumerate(graph.outputs.values()):
-            covered = self._fill(graph, first + k, port.ids)
+            covered = self._fill(graph, first + k, port.ids) | self._copy(graph, first + k,
+                                                                          port.ids)
             for e, i in enumerate(port.ids):
                 if e not in covered:
                     self.stores.setdefault(i, []).append((first + k, e))
@@ -175,6 +179,29 @@ class _Layout:
             area["gather"].append(self.scratch)
             self.scratch += length
         self.areas[i] = area
+
+    def _copy(self, graph: Graph, k: int, ids) -> set:
+        """Runs of output port `k` that are a region's values in order (a gradient with
+        respect to the data a loop reads), copied as blocks after the loop has run (memcpy):
+        a stream's cotangents are then a few instructions, not a store each."""
+        covered: set = set()
+        e = 0
+        while e < len(ids):
+            node = graph.nodes[ids[e]]
+            if node.op != "part":
+                e += 1
+                continue
+            r, start, m = node.args[0], node.attr, 1
+            while e + m < len(ids):
+                other = graph.nodes[ids[e + m]]
+                if other.op != "part" or other.args[0] != r or other.attr != start + m:
+                    break
+                m += 1
+            if m >= COPY_BLOCK:
+                self.copies.append((k, e, r, start, m))
+                covered.update(range(e, e + m))
+            e += m
+        return covered
 
     def _fill(self, graph: Graph, k: int, ids) -> set:
         """Add a block fill of output port `k` when it pays; the elements it covers."""
@@ -267,6 +294,13 @@ def _segment(graph: Graph, plan: _Layout, start: int, stop: int, last: bool,
     if last:
         for i in plan.late:
             store(i)
+        size = 8 if dtype == "float64" else 4
+        for n, (k, e, r, start, count) in enumerate(plan.copies):
+            out.append(f"%cp{n}.to = getelementptr inbounds {t}, ptr {port(k)}, i64 {e}")
+            out.append(f"%cp{n}.from = getelementptr inbounds {t}, ptr %s, "
+                       f"i64 {plan.areas[r]['buf'] + start}")
+            out.append(f"call void @llvm.memcpy.p0.p0.i64(ptr %cp{n}.to, ptr %cp{n}.from, "
+                       f"i64 {count * size}, i1 false)")
     return out
 
 
