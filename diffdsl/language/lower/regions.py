@@ -34,40 +34,42 @@ class Irregular(Exception):
     """The body does something with its index that a region cannot express."""
 
 
-class BodyBuilder(Builder):
+class BodyBuilder:
     """The builder of a region's body, inside `parent` (the builder the region node goes to).
 
-    Ids it hands out are its own node ids plus `base`; an id below `base` belongs to an
-    enclosing builder and is captured (constants are copied, not captured)."""
+    It wraps a `Builder` of the body's own nodes (`inner`) with the interface lowering uses.
+    Ids it hands out are the inner node ids plus `base`; an id below `base` belongs to an
+    enclosing builder and is captured (a constant is copied, not captured)."""
 
-    def __init__(self, parent: Builder, n: int):
-        super().__init__(parent.max_nodes)
+    def __init__(self, parent, n: int):
+        self.inner = Builder(parent.max_nodes)
+        self.max_nodes = parent.max_nodes
         self.parent = parent
         self.base = getattr(parent, "base", 0) + LEVEL
         self.n = n
-        self.captured: dict[int, int] = {}  # outer id -> own "@c" input node
+        self.captured: dict[int, int] = {}  # outer id -> inner "@c" input node
         self.streams: dict[tuple, int] = {}  # (outer ids, stride) -> stream number
         self.stream_items: list[tuple] = []
         self.reads: list[set] = []  # offsets read, per stream
-        self.index = self._own(super().input("@i", 0))
+        self.index = self._own(self.inner.input("@i", 0))
 
     def _own(self, i: int) -> int:
         return i + self.base
 
     def _inner(self, a: int) -> int:
-        """Own node id of handed-out id `a`, capturing an outer value on first use."""
+        """Inner node id of handed-out id `a`, capturing an outer value on first use."""
         if a >= self.base:
             return a - self.base
         c = self.parent.value(a)
         if c is not None:
-            return super().const(c)
+            return self.inner.const(c)
         found = self.captured.get(a)
         if found is None:
-            found = self.captured[a] = super().input("@c", len(self.captured))
+            found = self.captured[a] = self.inner.input("@c", len(self.captured))
         return found
 
     def const(self, value: float) -> int:
-        return self._own(super().const(value))
+        return self._own(self.inner.const(value))
 
     def input(self, name: str, index: int) -> int:
         raise Irregular("an input declared inside a loop")
@@ -75,19 +77,40 @@ class BodyBuilder(Builder):
     def value(self, i: int) -> float | None:
         if i < self.base:
             return self.parent.value(i)
-        return super().value(i - self.base)
+        return self.inner.value(i - self.base)
 
     def is_const(self, i: int) -> bool:
         return self.value(i) is not None
 
     def op(self, name: str, *args: int) -> int:
-        return self._own(super().op(name, *(self._inner(a) for a in args)))
+        return self._own(self.inner.op(name, *(self._inner(a) for a in args)))
+
+    def neg(self, a):
+        return self.op("neg", a)
+
+    def add(self, a, b):
+        return self.op("add", a, b)
+
+    def sub(self, a, b):
+        return self.op("sub", a, b)
+
+    def mul(self, a, b):
+        return self.op("mul", a, b)
+
+    def div(self, a, b):
+        return self.op("div", a, b)
+
+    def pow(self, a, b):
+        return self.op("pow", a, b)
+
+    def select(self, c, a, b):
+        return self.op("select", c, a, b)
 
     def region(self, region, args) -> int:
-        return self._own(super().region(region, [self._inner(a) for a in args]))
+        return self._own(self.inner.region(region, [self._inner(a) for a in args]))
 
     def part(self, region: int, k: int) -> int:
-        return self._own(super().part(self._inner(region), k))
+        return self._own(self.inner.part(self._inner(region), k))
 
     def read(self, items: tuple, stride: int, offset: int) -> int:
         """The element `offset + stride * i` of the outer elements `items` in iteration i."""
@@ -98,15 +121,15 @@ class BodyBuilder(Builder):
             self.stream_items.append(items)
             self.reads.append(set())
         self.reads[j].add(offset)
-        return self._own(self._intern(("input", (), (f"@s{j}", offset)),
-                                      Node("input", (), (f"@s{j}", offset))))
+        return self._own(self.inner.input(f"@s{j}", offset))
 
     def finish(self, sums: list, maps: list) -> int:
         """The region node, built in the parent, of this body with outputs `sums` (added
         over the iterations) and `maps` (stacked); each a value of the body."""
         sums = [self._inner(self._node(x)) for x in sums]
         maps = [self._inner(self._node(x)) for x in maps]
-        nodes = list(self.nodes)
+        inner = self.inner
+        nodes = list(inner.nodes)
         ports = {"@i": Port((1,), (self.index - self.base,)),
                  "@c": Port((len(self.captured),), tuple(self.captured.values()))}
         streams = []
@@ -114,7 +137,7 @@ class BodyBuilder(Builder):
             low, high = min(self.reads[j]), max(self.reads[j])
             ids = []
             for k in range(high - low + 1):
-                at = self._index.get(("input", (), (f"@s{j}", low + k)))
+                at = inner._index.get(("input", (), (f"@s{j}", low + k)))
                 if at is None:  # a window element no iteration reads at that place
                     at = len(nodes)
                     nodes.append(None)
@@ -183,7 +206,8 @@ def lower_region(lw, elt, clause, n: int, scope, kind: str):
         flat = list(value.flat) if is_array(value) else [value]
         shape = value.shape if is_array(value) else ()
         return ("map", bb.finish([], flat), shape)
-    except (Irregular, DiffDSLError, IndexError, TypeError, ValueError, KeyError):
+    except (Irregular, DiffDSLError, AttributeError, IndexError, TypeError, ValueError,
+            KeyError):
         lw.v.budget.used = budget_used
         return None
     finally:
