@@ -80,6 +80,7 @@ LAYERS = {
     "language/lower/structure": 3.11,  # where each statement may stand
     "language/lower/exprs": 3.12,  # expressions but calls
     "language/lower/statements": 3.13,  # declarations and statements; loops and ifs
+    "language/lower/axes": 3.125,  # keyword arguments: axis= of the reductions
     "language/lower/calls": 3.13,  # calls: defs (memoised), builtins, derivatives, generators
     "language/lower/__init__": 3.2,  # the state of a lowering and its dispatch to the rules
     "language/__init__": 4,

@@ -382,6 +382,9 @@ class _ToSyntax(Transformer_NonRecursive):
         span = _tok_span(name, self.filename, self.source)
         return s.Call(str(name), args, self._span(meta), span)
 
+    def keyword(self, meta, name, value):
+        return s.Keyword(str(name), value, self._span(meta))
+
     def gencall(self, meta, name, elt, clauses):
         span = _tok_span(name, self.filename, self.source)
         return s.GenCall(str(name), elt, clauses, self._span(meta), span)

@@ -82,6 +82,14 @@ class Call:
 
 
 @node
+class Keyword:
+    """`name=value` among a call's arguments (`sum(A, axis=0)`)."""
+    name: str
+    value: object
+    span: Span
+
+
+@node
 class CompFor:
     name: str
     iter: object

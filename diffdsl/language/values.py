@@ -135,19 +135,23 @@ class Values:
 
     # elementwise ----------------------------------------------------------------------------
     def elementwise(self, fn, args: list, span, what: str):
-        """Apply scalar `fn` over arrays of one shape, with scalars broadcast."""
-        shapes = {a.shape for a in args if is_array(a)}
+        """Apply scalar `fn` over arrays broadcast to one shape as NumPy broadcasts them
+        (trailing dimensions match or one of them is 1; scalars go everywhere)."""
+        shapes = [a.shape for a in args if is_array(a)]
         if not shapes:
             self.budget.charge(1, span, what)
             return fn(*args)
-        if len(shapes) > 1:
-            listed = " and ".join(str(list(sh)) for sh in sorted(shapes, key=len))
-            raise ShapeError(f"{what}: shapes {listed} do not match", span,
-                             hint="elementwise operands need the same shape, or one a scalar")
-        shape = shapes.pop()
+        try:
+            shape = np.broadcast_shapes(*shapes)
+        except ValueError:
+            listed = " and ".join(str(list(sh)) for sh in shapes)  # in the operands' order
+            raise ShapeError(f"{what}: shapes {listed} do not broadcast", span,
+                             hint="NumPy's rule: aligned from the right, each pair of "
+                                  "dimensions equal or one of them 1") from None
         size = math.prod(shape)
+        self.check_size(size, span, what)
         self.budget.charge(size, span, what)
-        flat = [a.flat if is_array(a) else None for a in args]
+        flat = [np.broadcast_to(a, shape).flat if is_array(a) else None for a in args]
         out = np.empty(size, dtype=object)
         for k in range(out.size):
             out[k] = fn(*(f[k] if f is not None else a for f, a in zip(flat, args, strict=True)))

@@ -13,6 +13,7 @@ from ...errors import ArityError, RecursionLimitError, TypeMismatchError, Unknow
 from .. import syntax as s
 from ..builtins.table import BUILTINS, GENERATOR_BUILTINS, reduce_items
 from ..values import memo_key
+from .axes import keyword_call
 from .derivatives import DERIVATIVES, lower_derivative
 from .exprs import generate
 from .names import FunctionScope, suggest_function
@@ -22,6 +23,8 @@ RECURSION_LIMIT = 1000
 
 
 def call(lw, e: s.Call, scope):
+    if any(isinstance(a, s.Keyword) for a in e.args):
+        return keyword_call(lw, e, scope)
     if e.func in lw.functions:
         args = [lw.expr(a, scope) for a in e.args]
         return lw.call(lw.functions[e.func], args, e)
