@@ -1,5 +1,7 @@
 """Derivatives inside programs (issue 13): `grad(e, x)`, `jacobian(e, x)` and `hessian(e, x)`
-as expressions, with `e` the function of the name `x` alone.
+as expressions, here with `e` written inline (where the derivative by x's binding, issue 23,
+and the old reading of `e` as the function of the name `x` alone agree; test_grad_names.py
+holds the cases where they differ).
 
 The oracles are independent of the code under test: `sympy.diff` of the same formula written
 in SymPy, derivatives worked out by hand, central finite differences, and, in the Hypothesis
@@ -102,22 +104,23 @@ def test_jacobian_of_an_array_by_a_scalar_goes_forward_and_is_right():
     np.testing.assert_allclose(prog(x=x), [1, 2 * x, np.cos(x) * x + np.sin(x)], rtol=1e-14)
 
 
-# --- closure semantics -----------------------------------------------------------------------
+# --- which values vary ---------------------------------------------------------------------------
 
 def test_only_the_name_varies_even_where_hash_consing_merges_values():
-    """LANGUAGE.md: another name holding an equal value is a constant."""
+    """Another name holding an equal value, computed without x's binding, is a constant."""
     prog = compile_("input z\na = sin(z)\nb = sin(z)\noutput y = grad(a * b, a)\n")
     z = 0.4
     assert prog(z=z) == pytest.approx(np.sin(z), rel=1e-15)  # not 2 sin(z)
     assert prog.grad(z=z)["z"] == pytest.approx(np.cos(z), rel=1e-15)
 
 
-def test_a_value_computed_before_is_a_constant_of_the_closure():
-    """As `jax.grad(lambda x_: y)` with y computed outside: zero; and an alias is a constant."""
+def test_a_value_computed_from_x_before_varies_with_it():
+    """Issue 23: a local computed from x, an alias of x included, is a function of x's
+    binding (the old closure rule gave 0 and 3 here, as `jax.grad(lambda x_: y)`)."""
     prog = compile_("input x\ny = x * x\nw = x\n"
-                    "output zero = grad(y, x)\noutput alias = grad(x * w, x)\n")
+                    "output slope = grad(y, x)\noutput alias = grad(x * w, x)\n")
     out = prog(x=3.0)
-    assert out == {"zero": 0.0, "alias": 3.0}  # d/dx (x * w) with w fixed: w, not 2x
+    assert out == {"slope": 6.0, "alias": 6.0}
 
 
 def test_leaves_never_reach_the_graph():
@@ -129,9 +132,13 @@ def test_leaves_never_reach_the_graph():
 
 
 def test_a_static_variable_gives_a_static_derivative():
-    prog = compile_("input x\nconst c = 3\nk = 2.5\n"
+    """A local bound to a number is a variable of the derivatives by it; the derivative is a
+    constant of the graph. (A const cannot be: see ERRORS.)"""
+    prog = compile_("input x\nc = 3\nk = 2.5\n"
                     "output y = grad(c ** 2 * x, c) + grad(k * k, k)\n")
     assert prog(x=2.0) == pytest.approx(2 * 3 * 2.0 + 2 * 2.5)
+    assert prog.graph.op_counts().get("input") == 1
+    assert prog.grad(x=2.0)["x"] == pytest.approx(6.0)
 
 
 # --- nesting ---------------------------------------------------------------------------------
@@ -276,8 +283,10 @@ ERRORS = [
     ("input x\noutput y = grad(x, z)\n", diffdsl.UnknownNameError, (2, 20), "unknown name 'z'"),
     ("input x\nc = 1 < 2\noutput y = grad(x, c)\n", diffdsl.TypeMismatchError, (3, 20),
      "'c' is a condition"),
-    ("input x\nconst n = 2\noutput y = grad(sum(x for k in range(n)), n)\n",
+    ("input x\nn = 2\noutput y = grad(sum(x for k in range(n)), n)\n",
      diffdsl.StaticValueError, (3, 38), "range bounds must be static"),
+    ("input x\nconst n = 2\noutput y = grad(n * x, n)\n", diffdsl.TypeMismatchError, (3, 24),
+     "'n' is a const"),
     ("input x\ndef f(a) = grad(a * x, a)\noutput y = f(x)\n", diffdsl.UnknownNameError,
      (2, 21), "in a function"),
     ("input x\noutput y = gard(x, x)\n", diffdsl.UnknownNameError, (2, 12), "'grad'"),

@@ -72,6 +72,7 @@ LAYERS = {
     "language/builtins/linalg": 2.7,  # dot, transpose, trace, minor, det, inv, solve, ...
     "language/builtins/table": 2.75,  # the table: elementwise, reductions, shapes, the above
     "language/builtins/__init__": 2.8,
+    "language/lower/bindings": 3.05,  # the bindings grad(e, x) differentiates by, tagged
     "language/lower/regions": 3.105,  # loops kept as loops: bodies lowered once
     "language/lower/derivatives": 3.1,  # grad(e, x) inside a program: autodiff's sweeps
     "language/lower/while_loop": 3.1,

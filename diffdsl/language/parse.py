@@ -28,7 +28,7 @@ _CONTINUE_AFTER = {
 _KEYWORD_TYPES = {"THEN", "ELSE", "AND", "OR", "NOT", "IF", "FOR", "IN"}
 # Tokens that can end an expression: a `max` right after one, in a `while` header, can only be
 # the keyword (two operands never stand side by side).
-_ENDS_EXPRESSION = {"NAME", "INT", "FLOAT", "RPAR", "RSQB"}
+_ENDS_EXPRESSION = {"NAME", "LOOP_VALUE", "INT", "FLOAT", "RPAR", "RSQB"}
 
 # Friendly names for terminals in "expected ..." messages.
 _TERMINAL_NAMES = {
@@ -324,8 +324,8 @@ class _ToSyntax(Transformer_NonRecursive):
     def for_stmt(self, meta, name, iterable, body):
         return s.For(str(name), iterable, body, self._span(meta))
 
-    def while_stmt(self, meta, test, limit, body):
-        return s.While(test, limit, body, self._span(meta))
+    def while_stmt(self, meta, test, limit, label, body):
+        return s.While(test, limit, body, self._span(meta), label and str(label))
 
     def break_stmt(self, meta, test):
         return s.Break(test, self._span(meta))
@@ -368,7 +368,9 @@ class _ToSyntax(Transformer_NonRecursive):
     def not_(self, meta, operand):
         return s.Not(operand, self._span(meta))
 
-    def comparison(self, meta, left, op, right):
+    def comparison(self, meta, left, op, right, *chain):  # `0 < x < 1` is refused, with a hint
+        if chain:
+            raise s.chained_comparison((left, op, right, *chain), self.filename, self.source)
         return s.Compare(str(op), left, right, self._span(meta))
 
     def binop(self, meta, left, op, right):

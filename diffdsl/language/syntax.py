@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ..errors import Span
+from ..errors import DDSyntaxError, Span
 
 node = dataclass(frozen=True, eq=False)
 
@@ -200,12 +200,14 @@ class For:
 
 @node
 class While:
-    """`while test max limit { body }`: at most `limit` steps, each while `test` holds."""
+    """`while test max limit { body }`: at most `limit` steps, each while `test` holds.
+    `while ... as label { ... }` names the loop: `label.steps` and `label.converged`."""
 
     test: object
     limit: object
     body: tuple
     span: Span
+    label: str | None = None
 
 
 @node
@@ -241,3 +243,24 @@ class Program:
     statements: tuple
     filename: str
     source: str
+
+
+def chained_comparison(parts: tuple, filename: str, source: str) -> DDSyntaxError:
+    """The error for `0 < x < 1` (the parser's operands and operator tokens, alternating), at
+    the comparison that chains, with the form that says what it means."""
+    text = [_text(source, p.span) for p in parts[::2]]
+    ops = parts[1::2]
+    pairs = [f"{text[k]} {ops[k]} {text[k + 1]}" for k in range(len(ops))]
+    tok = ops[1]
+    span = Span(filename, tok.line, tok.column, tok.end_line, tok.end_column, source)
+    return DDSyntaxError("comparisons do not chain", span,
+                         hint=f"write `{' and '.join(pairs)}`")
+
+
+def _text(source: str, span: Span) -> str:
+    """The text a span covers, its lines joined by spaces."""
+    lines = source.splitlines()[span.line - 1:span.end_line]
+    if len(lines) == 1:
+        return lines[0][span.column - 1:span.end_column - 1]
+    return " ".join([lines[0][span.column - 1:]] + [x.strip() for x in lines[1:-1]]
+                    + [lines[-1][:span.end_column - 1].strip()])

@@ -15,22 +15,24 @@ rule through dicts keyed by syntax class, built once below; the rules live by jo
     calls       calls of defs (inlined, memoised), builtins, derivatives, generators
     indices     indices, slice bounds and loop ranges, which must be static
     names       what a name means, and suggestions for a misspelled one
+    bindings    the bindings a derivative inside the program differentiates by, tagged
 """
 
 from __future__ import annotations
 
 from ... import deepstack
 from ... import limits as limits_
-from ...errors import AssignmentError, LimitError, Span
+from ...errors import AssignmentError, LimitError, Span, StaticValueError
 from ...graph.ir import Builder, Graph, Port
 from .. import syntax as s
 from ..values import Values
+from .bindings import NONE, differentiated_names, strip, tag
 from .calls import RULES as CALL_RULES
 from .calls import call_def
 from .exprs import RULES as EXPRESSION_RULES
 from .exprs import generate
 from .indices import subscripts
-from .names import close_names, lookup_value
+from .names import close_names, lookup_value, note_one_branch
 from .statements import RULES as STATEMENT_RULES
 from .statements import TOP_LEVEL
 from .structure import check_blocks, check_outputs, collect_defs
@@ -83,11 +85,21 @@ class _Lowerer:
         self.outputs: dict[str, Port] = {}
         self.memo: dict = {}
         self.depth = 0
+        # What derivatives inside the program need (bindings.py): the names each function
+        # differentiates by, those of the function being lowered, and each tag's value and ε.
+        self.differentiated: dict = {None: NONE}
+        self.wrt: frozenset = NONE
+        self.tags: dict[int, int] = {}
+        self.epsilon: dict[int, int] = {}
+        self.tagged_statics: set[str] = set()  # names whose static value a tag made dynamic
+        self.one_branch: dict[str, str] = {}  # name -> why it is undefined (names.py)
 
     def run(self) -> Graph:
         statements = self.program.statements
         self.functions = collect_defs(statements)
         check_outputs(statements)
+        self.differentiated = differentiated_names(self.program, self.functions)
+        self.wrt = self.differentiated[None]
         scope: dict = {}
         for st in statements:
             try:
@@ -97,7 +109,23 @@ class _Lowerer:
         if not self.outputs:
             raise AssignmentError("the program has no output", _end_span(self.program),
                                   hint="add a line such as `output y = ...`")
-        return self.b.graph(self.inputs, self.outputs)
+        return self.b.graph(self.inputs, self._untagged_outputs())
+
+    def _untagged_outputs(self) -> dict[str, Port]:
+        """The outputs with every tag replaced by its value (bindings.strip)."""
+        if not self.tags:
+            return self.outputs
+        ports = list(self.outputs.items())
+        roots = [i for _, port in ports for i in port.ids]
+        try:
+            roots = strip(self.b, self.tags, roots)
+        except LimitError as exc:
+            raise exc.located(_end_span(self.program)) from None
+        out, k = {}, 0
+        for name, port in ports:
+            out[name] = Port(port.shape, tuple(roots[k:k + port.size]), port.span)
+            k += port.size
+        return out
 
     def top_statement(self, st, scope: dict) -> None:
         """A declaration, or a statement whose blocks are checked first (where declarations,
@@ -119,6 +147,10 @@ class _Lowerer:
             STATEMENTS[type(st)](self, st, scope)
         except LimitError as exc:  # placed at the innermost statement that met the limit
             raise exc.located(st.span) from None
+        except StaticValueError as exc:
+            if exc.hint is None:
+                exc.hint = self._static_hint()
+            raise
 
     def block(self, body, scope) -> None:
         for st in body:
@@ -129,7 +161,34 @@ class _Lowerer:
     # passes through this one method.
     def call(self, fn: s.Def, args: list, e: s.Call):
         """The value of the def `fn` called on `args` (memoised)."""
-        return call_def(self, fn, args, e)
+        outer = self.wrt
+        self.wrt = self.differentiated.get(fn.name, NONE)
+        try:
+            return call_def(self, fn, args, e)
+        finally:
+            self.wrt = outer
+
+    def bound(self, name: str, value):
+        """The value to bind to `name` in the function being lowered: tagged as a binding
+        where a derivative of that function differentiates by the name (bindings.py)."""
+        if name not in self.wrt:
+            return value
+        if self.v.is_static(value) and not isinstance(value, bool):
+            self.tagged_statics.add(name)
+        return tag(self, value)
+
+    def note_one_branch(self, then_scope, else_scope, scope, span) -> None:
+        note_one_branch(self, then_scope, else_scope, scope, span)
+
+    def _static_hint(self) -> str | None:
+        """Why a value may not be static where one is needed: a name that a derivative
+        differentiates by is a variable from its binding on, even where bound to a number."""
+        names = sorted(n for n in self.tagged_statics if n in self.wrt)
+        if not names:
+            return None
+        return (f"'{names[0]}' is differentiated by grad(), jacobian() or hessian() here, so "
+                "every value computed from it varies: none can be a shape, an index, a bound "
+                "or a const")
 
     def lookup_value(self, name: str, scope, span):
         return lookup_value(self, name, scope, span)

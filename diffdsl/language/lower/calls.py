@@ -81,7 +81,7 @@ def call_def(lw, fn: s.Def, args: list, e: s.Call):
                  "a condition that depends on an input never stops it")
     lw.depth += 1
     try:
-        local = FunctionScope((p, a) for p, a in zip(fn.params, args, strict=True))
+        local = FunctionScope((p, lw.bound(p, a)) for p, a in zip(fn.params, args, strict=True))
         for st in fn.body:
             if isinstance(st, s.Return):
                 result = lw.expr(st.value, local)

@@ -1,59 +1,64 @@
 """Derivatives as expressions of a program: `grad(e, x)`, `jacobian(e, x)`, `hessian(e, x)`.
 
-`e` is the function of the name `x` alone, as `jax.grad` treats a closure: only the occurrences
-of the name `x` inside `e` vary. Lowering makes that function explicit:
+`x` names a binding, and the derivative follows the names (bindings.py): every value computed
+from x's binding varies, everything else is a constant. Each binding of a name that a form
+of the same function differentiates by was tagged as it was made (`value + ε`), so here:
 
-1. `e` is lowered once more with `x` bound to fresh leaves: input nodes under a name no program
-   can declare (`@wrt...`), so hash-consing never merges them with x's value, or with another
-   name that holds an equal value (`a = sin(z); b = sin(z); grad(a * b, a)` is `sin(z)`);
-2. the result is differentiated with respect to the leaves by autodiff's sweeps, graph to graph,
-   inside the program's own builder;
-3. the leaves are replaced by x's current value, node by node, in what the derivative needs.
+1. `e` is lowered as any expression, in the scope where it stands;
+2. it is differentiated with respect to the ε nodes of x's elements by autodiff's sweeps,
+   graph to graph, inside the program's own builder (the sweeps start at the lowest ε: no
+   node below it depends on x's binding).
 
 What comes out is ordinary nodes, so the program's own grad, hessian, vjp and jvp, and the
-symbolic export, go through it like any other expression; and the forms nest, since an inner
-derivative replaces only its own leaves and leaves an outer one's in place.
+symbolic export, go through it like any other expression; and the forms nest: a derivative
+by x is itself computed from x's binding, and one by another name chains through x's tag.
+`x` may also be an element or a slice of a named array at static indices, `grad(C, S[0])`:
+the derivative by those elements of S's binding.
 """
 
 from __future__ import annotations
 
 import math
-from collections import ChainMap
 
 import numpy as np
 
 from ...errors import ArityError, ShapeError, StaticValueError, TypeMismatchError
 from ...graph.autodiff import active_nodes, forward, reverse
+from ...graph.ir import Builder, Graph, Node
 from .. import syntax as s
-from ..values import describe, is_array
+from ..values import Dyn, describe, is_array
+from .bindings import DERIVATIVES, base_name
 
-DERIVATIVES = ("grad", "jacobian", "hessian")
+__all__ = ["DERIVATIVES", "lower_derivative"]
 
 
 def lower_derivative(lw, call: s.Call, scope):
     """The value of `grad(e, x)`, `jacobian(e, x)` or `hessian(e, x)`; `lw` is the lowerer
-    (its value algebra `v`, builder `b`, `expr` and `lookup_value`)."""
+    (its value algebra `v`, builder `b`, `expr` and the ε of each tag)."""
     kind = call.func
     if len(call.args) != 2:
         raise ArityError(f"{kind}() takes 2 arguments, an expression and the name to "
                          f"differentiate by, got {len(call.args)}", call.span)
     body, var = call.args
-    if not isinstance(var, s.Name):
+    name = base_name(var)
+    if name is None:
         raise TypeMismatchError(
             f"the second argument of {kind}() must be a name, the variable it differentiates "
-            "by", var.span, hint="to differentiate by a part of an array, name it first "
-            "(`t = A[0]`) and write the expression in terms of that name")
-    point = lw.lookup_value(var.id, scope, var.span)
-    _check_point(point, kind, var)
+            "by, or an element of one such as S[0]", var.span,
+            hint="to differentiate by a value computed in place, assign it to a name first "
+                 "(`t = 2 * x`) and compute `e` from that name")
+    if hasattr(lw.b, "parent"):  # in the body of a loop kept as a loop: unroll it instead
+        raise StaticValueError(f"{kind}() inside a loop kept as a loop", call.span)
+    point = lw.expr(var, scope)
+    leaves = _leaves(lw, point, kind, var, name.id)
     v, b = lw.v, lw.b
-    lo = len(b.nodes)
+    lo = min(leaves, default=len(b.nodes))
     shape = point.shape if is_array(point) else ()
-    leaves = [b.input(f"@wrt{lo}", k) for k in range(math.prod(shape))]
     try:
-        value = lw.expr(body, ChainMap({var.id: _shaped(v, leaves, shape)}, scope))
+        value = lw.expr(body, scope)
     except StaticValueError as exc:
-        if exc.hint is None:
-            exc.hint = (f"{kind}() treats '{var.id}' as a variable: a value computed from it "
+        if exc.hint is None and name.id in lw.tagged_statics:
+            exc.hint = (f"{kind}() makes '{name.id}' a variable: a value computed from it "
                         "cannot be a shape, an index, a bound or a const")
         raise
     if kind != "jacobian" and is_array(value):
@@ -64,22 +69,131 @@ def lower_derivative(lw, call: s.Call, scope):
     result_shape = {"grad": shape, "jacobian": out_shape + shape, "hessian": shape + shape}[kind]
     v.check_size(math.prod(result_shape), call.span, f"this {kind}()")
     v.budget.charge(math.prod(result_shape), call.span, f"this {kind}()")
+    return _shaped(v, _derivative(b, kind, outs, leaves, lo), result_shape)
+
+
+def _derivative(b, kind: str, outs: list, leaves: list, lo: int) -> list:
+    """The derivative's node ids. The sweeps walk every node from `lo` (x's binding) on;
+    where `e` needs few of them (a derivative by an input taken again and again in a long
+    loop), they run on a copy of what `e` needs instead, so that each costs the size of `e`
+    rather than of all that was lowered since x was bound."""
+    cone, outer = _cone(b, outs, leaves, lo)
+    if 2 * len(cone) > len(b.nodes) - lo:
+        return _forms(b, kind, outs, leaves, lo)
+    nodes, from_sub = _copy(b, outer, cone)
+    sub = Builder.from_graph(Graph(tuple(nodes), {}, {}), b.max_nodes)
+    to_sub = {old: k for k, old in enumerate(from_sub)}
+    start = len(nodes) - len(cone)  # nothing below the cone depends on the leaves
+    ids = _forms(sub, kind, [to_sub[o] for o in outs], [to_sub[i] for i in leaves], start)
+    return _copy_back(b, sub, from_sub, ids)
+
+
+def _forms(b, kind: str, outs: list, leaves: list, lo: int) -> list:
     if kind == "hessian":  # forward over reverse, as autodiff.hessian
-        ids = _jacobian(b, _jacobian(b, outs, leaves, lo, "reverse"), leaves, lo, "forward")
-    else:
-        ids = _jacobian(b, outs, leaves, lo, "auto")
-    flat = point.flat if is_array(point) else [point]
-    ids = substitute(b, dict(zip(leaves, (v.node(x) for x in flat), strict=True)), ids, lo)
-    return _shaped(v, ids, result_shape)
+        return _jacobian(b, _jacobian(b, outs, leaves, lo, "reverse"), leaves, lo, "forward")
+    return _jacobian(b, outs, leaves, lo, "auto")
 
 
-def _check_point(point, kind: str, var: s.Name) -> None:
-    """x's value must be a real or an array of reals (static or dynamic), as in JAX."""
-    items = point.flat if is_array(point) else [point]
+def _cone(b, outs: list, leaves: list, lo: int) -> tuple[list, list]:
+    """The nodes at or above `lo` that `outs` need, with the leaves, in id order; and those
+    below `lo` that they use (with the outputs below it), in id order."""
+    nodes = b.nodes
+    seen = set(leaves)
+    below = {o for o in outs if o < lo}
+    stack = [o for o in outs if o >= lo and o not in seen]
+    seen.update(stack)
+    while stack:
+        for a in nodes[stack.pop()].args:
+            if a < lo:
+                below.add(a)
+            elif a not in seen:
+                seen.add(a)
+                stack.append(a)
+    return sorted(seen), sorted(below)
+
+
+def _copy(b, below: list, cone: list) -> tuple[list, list]:
+    """Nodes for a builder of their own: the nodes below `lo` that the cone uses, over their
+    own arguments as opaque inputs (constants stay constants), so that the builder's rules,
+    which look one node deep, see what they see in `b`; then the cone. Returns the nodes and
+    the id in `b` of each."""
+    nodes, from_sub, to_sub = [], [], {}
+    used = set(below)
+    second = {a for i in below for a in b.nodes[i].args} - used
+    for i in sorted(used | second) + cone:
+        node = b.nodes[i]
+        if i in second:
+            if node.op != "const":
+                node = Node("input", (), ("@outer", i))
+        elif node.args:
+            node = Node(node.op, tuple(to_sub[a] for a in node.args), node.attr)
+        to_sub[i] = len(nodes)
+        nodes.append(node)
+        from_sub.append(i)
+    return nodes, from_sub
+
+
+def _copy_back(b, sub, from_sub: list, ids: list) -> list:
+    """`ids` of builder `sub` as nodes of `b`: the copied nodes are theirs in `b`, and what
+    the sweeps made is made again in `b` (interned and simplified there)."""
+    base = len(from_sub)
+    nodes = sub.nodes
+    need = bytearray(max(0, len(nodes) - base))
+    for i in ids:
+        if i >= base:
+            need[i - base] = 1
+    for i in range(len(nodes) - 1, base - 1, -1):
+        if need[i - base]:
+            for a in nodes[i].args:
+                if a >= base:
+                    need[a - base] = 1
+    new = list(from_sub) + [-1] * (len(nodes) - base)
+    for i in range(base, len(nodes)):
+        if not need[i - base]:
+            continue
+        node = nodes[i]
+        args = [new[a] for a in node.args]
+        if node.op == "const":
+            new[i] = b.const(node.attr)
+        elif node.op == "region":
+            new[i] = b.region(node.attr, args)
+        elif node.op == "part":
+            new[i] = b.part(args[0], node.attr)
+        else:
+            new[i] = b.op(node.op, *args)
+    return [new[i] for i in ids]
+
+
+def _leaves(lw, point, kind: str, var, name: str) -> list[int]:
+    """The ε node of each element of x's value, row-major. x must hold reals, as in JAX, and
+    each must be a binding the program made (a const or `pi` is fixed when the file is
+    compiled: nothing computed from it can vary)."""
+    items = list(point.flat) if is_array(point) else [point]
     if any(isinstance(x, bool) for x in items):
         what = "an array of conditions" if is_array(point) else "a condition"
         raise TypeMismatchError(f"{kind}() differentiates by a real or an array of reals; "
-                                f"'{var.id}' is {what}", var.span)
+                                f"'{name}' is {what}", var.span)
+    leaves = []
+    for x in items:
+        epsilon = lw.epsilon.get(x.id) if isinstance(x, Dyn) else None
+        if epsilon is None:
+            raise _not_a_binding(lw, kind, var, name)
+        leaves.append(epsilon)
+    return leaves
+
+
+def _not_a_binding(lw, kind: str, var, name: str) -> TypeMismatchError:
+    if name in lw.consts:
+        what, hint = (f"'{name}' is a const, fixed when the file is compiled",
+                      f"to differentiate by it, make it a plain assignment (`{name} = ...`) "
+                      "or an input")
+    elif name in ("pi", "inf"):
+        what, hint = f"'{name}' is a constant", None
+    else:  # an element read at an index that depends on an input, or a loop kept as a loop
+        what, hint = (f"this element of '{name}' is not one the program bound",
+                      "differentiate by the whole array, or by an element at a static index")
+    return TypeMismatchError(f"{kind}() differentiates by a value the program binds; {what}",
+                             var.span, hint=hint)
 
 
 def _shaped(v, ids: list, shape: tuple):
@@ -105,27 +219,3 @@ def _jacobian(b, outs: list, leaves: list, lo: int, mode: str) -> list:
         return [row.get(leaf, zero) for row in rows for leaf in leaves]
     columns = [forward(b, stop, active, {leaf: one}, lo) for leaf in leaves]
     return [column.get(o, zero) for o in outs for column in columns]
-
-
-def substitute(b, mapping: dict[int, int], roots: list[int], lo: int) -> list[int]:
-    """`roots` with each node of `mapping` replaced by its image: every node at or above `lo`
-    that a root needs and that reaches a replaced node is built again on the images (interned,
-    folded and simplified by the builder, so it merges with equal nodes already there)."""
-    nodes = b.nodes
-    hi = len(nodes)
-    need = bytearray(max(0, hi - lo))
-    for r in roots:
-        if r >= lo:
-            need[r - lo] = 1
-    for i in range(hi - 1, lo - 1, -1):  # backwards: node ids point backwards
-        if need[i - lo]:
-            for a in nodes[i].args:
-                if a >= lo:
-                    need[a - lo] = 1
-    new = dict(mapping)
-    for i in range(lo, hi):
-        if need[i - lo] and i not in new:
-            args = nodes[i].args
-            if any(a in new for a in args):
-                new[i] = b.op(nodes[i].op, *(new.get(a, a) for a in args))
-    return [new.get(r, r) for r in roots]

@@ -117,7 +117,7 @@ def generate(lw, elt, clauses, k: int, scope, out: list, array=None) -> None:
             generate(lw, elt, clauses, k + 1, scope, out, array)
         return
     for item in iterate(lw, clause.iter, scope):
-        generate(lw, elt, clauses, k + 1, ChainMap({clause.name: item},
+        generate(lw, elt, clauses, k + 1, ChainMap({clause.name: lw.bound(clause.name, item)},
                                                    scope), out, array)
 
 

@@ -2,7 +2,8 @@
 
 A name is looked up in the local scope, then among the consts, then among the inputs (at the
 top level only: a def sees its parameters, consts and other defs), then `pi` and `inf`. An
-unknown name is an error that suggests the closest known name.
+unknown name is an error that suggests the closest known name, or says why a name assigned
+above is undefined here (only in one branch of a dynamic `if`, or only inside a `while` body).
 """
 
 from __future__ import annotations
@@ -15,7 +16,8 @@ import numpy as np
 
 from ...errors import TypeMismatchError, UnknownNameError
 from ..builtins.table import BUILTINS
-from .derivatives import DERIVATIVES
+from .bindings import DERIVATIVES
+from .while_loop import loop_value_error
 
 
 class FunctionScope(dict):
@@ -26,6 +28,8 @@ def lookup_value(lw, name: str, scope, span):
     """The value of `name` in `scope`; `lw` is the lowerer (its consts, inputs and defs)."""
     if name in scope:
         return scope[name]
+    if "." in name:  # `label.steps`, read from the scope where the loop stands
+        raise loop_value_error(lw, name, scope, span)
     if name in lw.consts:
         return lw.consts[name]
     if name in lw.input_values and at_top(scope):
@@ -41,7 +45,24 @@ def lookup_value(lw, name: str, scope, span):
             f"unknown name '{name}' in a function", span,
             hint=f"functions see their parameters, consts and other defs; "
                  f"pass '{name}' in as an argument")
-    raise UnknownNameError(f"unknown name '{name}'", span, hint=_suggest(lw, name, scope))
+    raise UnknownNameError(f"unknown name '{name}'", span,
+                           hint=lw.one_branch.get(name) or _label_hint(name, scope)
+                           or _suggest(lw, name, scope))
+
+
+def _label_hint(name: str, scope) -> str | None:
+    if f"{name}.steps" in scope:
+        return f"'{name}' names a while loop: read {name}.steps or {name}.converged"
+    return None
+
+
+def note_one_branch(lw, then_scope, else_scope, scope, span) -> None:
+    """Remember the names a dynamic `if` assigned in only some of its branches (undefined
+    after it), for the error where one is used: which `if`, and what to do."""
+    for name in set(then_scope).symmetric_difference(else_scope):
+        if name not in scope:
+            lw.one_branch[name] = (f"'{name}' is assigned only in one branch of the `if` at "
+                                   f"line {span.line}: assign it in both, or before the `if`")
 
 
 def at_top(scope) -> bool:
@@ -52,8 +73,9 @@ def at_top(scope) -> bool:
 
 
 def _suggest(lw, name: str, scope) -> str | None:
-    known = set(scope) | set(lw.consts) | set(lw.functions) | set(BUILTINS) | \
-        set(DERIVATIVES) | {"pi", "inf"}
+    known = {k for k in scope if "." not in k}  # not `label.steps`: not a name one writes
+    known |= set(lw.consts) | set(lw.functions) | set(BUILTINS) | set(DERIVATIVES) | \
+        {"pi", "inf"}
     if at_top(scope):
         known |= set(lw.input_values)
     return did_you_mean(name, known)

@@ -48,7 +48,7 @@ def declare_input(lw, st: s.InputDecl, scope: dict) -> None:
         value = arr.reshape(shape)
     else:
         value = lw.v.dyn(ids[0])
-    lw.input_values[st.name] = value
+    lw.input_values[st.name] = lw.bound(st.name, value)  # the ports keep the input's nodes
 
 
 def declare_const(lw, st: s.ConstDecl, scope: dict) -> None:
@@ -143,7 +143,7 @@ def misplaced_return(lw, st: s.Return, scope: dict) -> None:
 
 def _bind(lw, name: str, value, scope: dict, span) -> None:
     _not_taken(lw, name, span)
-    scope[name] = value
+    scope[name] = lw.bound(name, value)
 
 
 def _branches(lw, branches: list, orelse, scope: dict) -> None:
@@ -165,6 +165,7 @@ def _branches(lw, branches: list, orelse, scope: dict) -> None:
     lw.block(body, then_scope)
     else_scope = type(scope)(scope)
     _branches(lw, branches[1:], orelse, else_scope)
+    lw.note_one_branch(then_scope, else_scope, scope, test_node.span)
     for name in list(then_scope):
         if name not in else_scope:
             continue  # first defined in only some branches: undefined after the if
@@ -172,7 +173,7 @@ def _branches(lw, branches: list, orelse, scope: dict) -> None:
         if a is b:
             scope[name] = a
             continue
-        scope[name] = lw.v.merge(test, a, b, name, test_node.span)
+        scope[name] = lw.bound(name, lw.v.merge(test, a, b, name, test_node.span))
 
 
 TOP_LEVEL = {

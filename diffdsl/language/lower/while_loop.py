@@ -12,13 +12,33 @@ comparison) has derivative zero. `break if c` in the body ends the loop in the m
 step: the statements after it run as the branch of a dynamic `if not c`, and the flag becomes
 false where `c` holds. While the flag is static, steps run or stop when the file is compiled,
 as `for` and a static `if` do: a loop whose condition is static simply unrolls.
+
+`while c max N as label { ... }` names the loop, and after it `label.steps` is the number of
+steps that ran (the body started) and `label.converged` whether the loop stopped on its own,
+its condition false or a `break if` taken, rather than at `max` with `c` still true (tested
+once more after the last step, so a loop that reaches its goal at step N has converged). They
+are values in the scope under names no program can write (`label.steps`), so they follow the
+scoping of names, through branches and loops. Both are piecewise constant: `steps` is built
+from selects between static counts and `converged` is a condition, so their derivatives are
+exactly zero.
 """
 
 from __future__ import annotations
 
-from ...errors import ShapeError, StaticValueError, TypeMismatchError
+import difflib
+
+from ...errors import (
+    DiffDSLError,
+    ShapeError,
+    Span,
+    StaticValueError,
+    TypeMismatchError,
+    UnknownNameError,
+)
 from .. import syntax as s
 from ..values import Dyn, describe, shape_of
+
+ATTRIBUTES = ("steps", "converged")
 
 
 def lower_while(lw, st: s.While, scope) -> None:
@@ -28,18 +48,55 @@ def lower_while(lw, st: s.While, scope) -> None:
     limit = _step_limit(lw.expr(st.limit, scope), st.limit.span)
     v.budget.charge(limit, st.limit.span, "this loop")
     running = True
+    steps = 0
     for _ in range(limit):
         test = v.condition(lw.expr(st.test, scope), st.test.span)
         running = _both(v, running, test)
         if running is False:
-            return
+            break
+        steps = _count(v, running, steps, st.span)
         if running is True:
             stop = _step(lw, st.body, scope)
         else:
             step = type(scope)(scope)
             stop = _step(lw, st.body, step)
-            _merge(v, running, step, scope, st.span)
+            _merge(lw, running, step, scope, st.span)
         running = _both(v, running, _not(v, stop))
+    else:  # `max` steps ran: still running only if the condition holds after the last one
+        if st.label is not None and running is not False:
+            running = _both(v, running, v.condition(lw.expr(st.test, scope), st.test.span))
+    if st.label is not None:
+        scope[f"{st.label}.steps"] = steps
+        scope[f"{st.label}.converged"] = _not(v, running)
+
+
+def loop_value_error(lw, name: str, scope, span) -> DiffDSLError:
+    """The error for `label.attr` (one token, `name`) not in scope: a misspelt attribute, a
+    label that is a value, or no loop of that name here."""
+    label, attr = name.split(".", 1)
+    at_label = Span(span.filename, span.line, span.column, span.line,
+                    span.column + len(label), span.source)
+    if attr not in ATTRIBUTES:
+        close = difflib.get_close_matches(attr, ATTRIBUTES, n=1)
+        at_attr = Span(span.filename, span.line, span.column + len(label) + 1, span.end_line,
+                       span.end_column, span.source)
+        return UnknownNameError(
+            f"a while loop has no '{attr}'", at_attr,
+            hint=f"did you mean '{label}.{close[0]}'?" if close else
+            f"a named loop has {label}.steps and {label}.converged")
+    if label in scope or label in lw.consts or label in lw.input_values:
+        return TypeMismatchError(f"'{label}' is a value, not a named while loop", at_label,
+                                 hint=f"name a loop `while c max N as {label} {{ ... }}` to "
+                                      f"read {name}")
+    return UnknownNameError(f"unknown while loop '{label}'", at_label,
+                            hint=lw.one_branch.get(name) or
+                            f"name a loop `while c max N as {label} {{ ... }}` above this line")
+
+
+def _count(v, running, steps, span):
+    """`steps + 1` where the step runs: a select between static counts (derivative zero)."""
+    more = v.scalar_arith("+", steps, 1, span)
+    return more if running is True else v.merge(running, more, steps, None, span)
 
 
 def _step(lw, body: tuple, scope):
@@ -58,25 +115,32 @@ def _step(lw, body: tuple, scope):
             continue
         rest = type(scope)(scope)
         later = _step(lw, body[k + 1:], rest)
-        _merge(v, _not(v, test), rest, scope, st.span)
+        _merge(lw, _not(v, test), rest, scope, st.span)
         return test if later is False else v.logic("or", test, later)
     return False
 
 
-def _merge(v, cond, changed, scope, span) -> None:
-    """Each name of `scope` that `changed` assigned becomes `select(cond, new, old)`.
+def _merge(lw, cond, changed, scope, span) -> None:
+    """Each name of `scope` that `changed` assigned becomes `select(cond, new, old)`, a new
+    binding of the name (bindings.py).
 
     A name first assigned in `changed` is dropped: it is local to the step, undefined after
     the loop, as after a dynamic `if` (where the loop never ran it has no value)."""
+    v = lw.v
     for name, new in changed.items():
+        if name not in scope:  # for the error where it is used (names.py)
+            lw.one_branch[name] = (f"'{name}' is assigned only inside the `while` loop at line "
+                                   f"{span.line}, which may run no step: assign it before the "
+                                   "loop")
+            continue
         old = scope.get(name)
-        if name not in scope or new is old:
+        if new is old:
             continue
         if shape_of(new) != shape_of(old):
             raise ShapeError(f"'{name}' has shape {shape_of(old)} before a step of the loop "
                              f"and {shape_of(new)} after it", span,
                              hint="a while loop keeps the shape of each name it assigns")
-        scope[name] = v.merge(cond, new, old, name, span)
+        scope[name] = lw.bound(name, v.merge(cond, new, old, name, span))
 
 
 def _step_limit(value, span) -> int:
