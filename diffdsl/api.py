@@ -38,7 +38,8 @@ def compile(source: str, filename: str = "<string>", backend: str = "auto",
     derivatives built from it later: `limits={"nodes": 5_000_000}` (see `diffdsl.limits`).
     """
     if not isinstance(source, str):
-        what = "bytes" if isinstance(source, bytes) else a_or_an(type(source).__name__)
+        what = "bytes" if isinstance(source, bytes) else "None" if source is None else \
+            a_or_an(type(source).__name__)
         raise UsageError(f"compile takes the program's source text (a str), not {what}",
                          hint="decode bytes first (source.decode('utf-8')), or read a file "
                               "with diffdsl.load(path)")

@@ -17,6 +17,32 @@ import numpy as np
 from .errors import InputError, UsageError
 
 ZARR_MARKERS = ("zarr.json", ".zgroup", ".zarray")
+# How NumPy's files begin: `.npy` its magic string, `.npz` a zip archive's (or an empty one's).
+MAGIC = {".npy": (b"\x93NUMPY",), ".npz": (b"PK\x03\x04", b"PK\x05\x06")}
+
+
+def check_magic(path, kind: str, name: str | None = None) -> None:
+    """Refuse a file named `.npy` (`kind`) or `.npz` that is not one, before NumPy reads it:
+    NumPy would take it for a pickle and say so ("This file contains pickled data")."""
+    prefix = f"{name}: " if name else ""
+    try:
+        with open(path, "rb") as f:
+            head = f.read(512)
+    except OSError as exc:
+        raise InputError(f"{prefix}cannot read {path}: {exc.strerror or exc}") from None
+    if head.startswith(MAGIC[kind]):
+        return
+    if not head:
+        what = "it is empty"
+    elif b"\x00" not in head:  # no binary data: text, most likely
+        what = "it holds text"
+    else:
+        what = f"it does not begin as NumPy's {kind} files do"
+    article = "an" if kind == ".npz" else "a"
+    save = "numpy.savez" if kind == ".npz" else "numpy.save"
+    raise InputError(f"{prefix}{path} is not {article} {kind} file: {what}",
+                     hint=f"write it with {save}, or give the numbers as JSON (a .json file, "
+                          "or text such as '[[1, 2], [3, 4]]')")
 
 
 class Source:
@@ -36,6 +62,7 @@ class NpySource(Source):
     piece, so the pages read do not stay in this process)."""
 
     def __init__(self, path: Path, name: str):
+        check_magic(path, ".npy", name)
         try:
             whole = np.load(path, mmap_mode="r", allow_pickle=False)
         except Exception as exc:  # numpy raises many kinds for a damaged file
@@ -172,9 +199,12 @@ class NpyWriter:
         self.row = self.dtype.itemsize * math.prod(shape[1:])
 
     def write(self, start, block: np.ndarray) -> None:
+        data = np.ascontiguousarray(block, dtype=self.dtype)
         with open(self.path, "r+b") as f:
             f.seek(self.offset + (start or 0) * self.row)
-            np.ascontiguousarray(block, dtype=self.dtype).tofile(f)
+            # Python's write, not `tofile`: a full disk is then ENOSPC with its message, where
+            # `tofile` says only "N requested and 0 written".
+            f.write(data.reshape(-1).view(np.uint8))
 
 
 class ZarrWriter:

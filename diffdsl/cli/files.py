@@ -28,7 +28,7 @@ from .. import api, progress
 from ..datafiles import InMemory, NpyWriter, Source, ZarrWriter, is_zarr_folder, zarr_module
 from ..errors import DiffDSLError, InputError, UsageError
 from ..files import atomic_path
-from .output import print_json
+from .output import print_json, writing
 from .results import derivative_items, written_json, written_text
 
 # Bytes of inputs and results held for one chunk, for the default --chunk.
@@ -98,13 +98,14 @@ def run(args, prog: api.Program, kind: str, of, inputs: dict, wrt=None, tangents
     shapes = {key: ((total,) + a.shape[1:] if total is not None else a.shape, a.dtype)
               for key, a in probe.items()}
     with _atomic_output(target, fmt) as tmp:  # renamed over the target once complete
-        if fmt == "npy":
-            (key, (shape, dtype)), = shapes.items()
-            job.writers = {key: NpyWriter(tmp, shape, dtype)}
-        else:
-            zarr_module().open_group(store=str(tmp), mode="w")
-            job.writers = {key: ZarrWriter(tmp, key, shape, dtype, rows)
-                           for key, (shape, dtype) in shapes.items()}
+        with writing(args.output):  # the file made at its full size, or Zarr's metadata
+            if fmt == "npy":
+                (key, (shape, dtype)), = shapes.items()
+                job.writers = {key: NpyWriter(tmp, shape, dtype)}
+            else:
+                zarr_module().open_group(store=str(tmp), mode="w")
+                job.writers = {key: ZarrWriter(tmp, key, shape, dtype, rows)
+                               for key, (shape, dtype) in shapes.items()}
         if total is None:  # no batch: the probe was the whole evaluation
             _write(job, None, probe)
         else:

@@ -13,6 +13,7 @@ from .. import limits, progress
 from ..errors import DiffDSLError
 from .args import build_parser, file_after_options, limits_of
 from .commands import COMMANDS, EXIT_MISMATCH, EXIT_OK
+from .output import StdoutFailed, guarded_stdout
 
 __all__ = ["EXIT_INTERNAL", "EXIT_MISMATCH", "EXIT_OK", "EXIT_PIPE_CLOSED", "EXIT_USAGE",
            "build_parser", "cli_wording", "main", "run"]
@@ -37,13 +38,16 @@ def cli_wording(text: str) -> str:
 
 def main(argv: list[str] | None = None) -> int:
     try:
-        status = run(argv)
-        sys.stdout.flush()  # a reader that went away shows here, inside the handlers below
-        return status
+        # A reader that went away, or a full disk behind stdout, shows by the block's end
+        # (it flushes stdout), inside the handlers below.
+        with guarded_stdout():
+            return run(argv)
     except BrokenPipeError:
         return _reader_gone()
     except DiffDSLError as exc:
         print(cli_wording(str(exc)), file=sys.stderr)
+        if isinstance(exc, StdoutFailed):
+            _reader_gone()  # what stdout still buffers goes nowhere, quietly
         return EXIT_USAGE
     except KeyboardInterrupt:
         print("diffdsl: interrupted", file=sys.stderr)
@@ -59,7 +63,8 @@ def main(argv: list[str] | None = None) -> int:
 
 def _reader_gone() -> int:
     """stdout's reader went away (`diffdsl eval ... | head`): stop quietly, as a Unix tool
-    ended by SIGPIPE does. stdout goes to /dev/null so that Python's flush at exit is quiet."""
+    ended by SIGPIPE does. stdout goes to /dev/null so that Python's flush at exit is quiet
+    (also where stdout cannot be written: `guarded_stdout`)."""
     try:
         devnull = os.open(os.devnull, os.O_WRONLY)
         os.dup2(devnull, sys.stdout.fileno())

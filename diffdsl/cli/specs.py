@@ -4,6 +4,7 @@ SPEC): JSON text, or `.npy`, `.json`, `.npz` files and Zarr stores holding value
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 
 import numpy as np
@@ -13,6 +14,10 @@ from ..errors import InputError, UsageError
 
 # An input array has at most 64 dimensions (NumPy's limit): 32 declared and a batch.
 MAX_INPUT_DEPTH = 64
+# Suffixes that name a file: such a VALUE or SPEC that is not there is a missing file, not JSON.
+FILE_SUFFIXES = (".npy", ".npz", ".json", ".zarr", ".csv", ".txt")
+ARRAY_HINT = "write arrays as nested lists: '[[1, 2], [3, 4]]'"
+OBJECT_HINT = 'a file of inputs holds one JSON object: {"A": [[1, 2], [3, 4]], "s": 2.5}'
 
 
 def read_specs(specs: list, lazy: bool = False) -> dict:
@@ -31,6 +36,9 @@ def read_specs(specs: list, lazy: bool = False) -> dict:
                           for k, v in datafiles.zarr_inputs(spec).items()}, spec)
         elif _is_file(spec):
             _add(values, _read_inputs_file(Path(spec)), spec)
+        elif _names_a_file(spec):
+            raise InputError(f"no such file {spec!r}", hint="--inputs takes NAME=VALUE or "
+                             "a .json/.npz file of inputs")
         else:
             raise InputError(f"bad input spec {spec!r}: expected NAME=VALUE or a .json/.npz "
                              "file of inputs", hint="e.g. --inputs A='[[1,2],[3,4]]'")
@@ -60,6 +68,15 @@ def _is_file(text: str) -> bool:
         return False
 
 
+def _names_a_file(text: str) -> bool:
+    """Whether `text`, which is no file, is meant as one (not JSON text): a file's suffix, or
+    a folder in it."""
+    text = text.strip()
+    if not text or text[0] in "[{\"-+.0123456789" or text.lower() in ("nan", "inf", "infinity"):
+        return False
+    return text.lower().endswith(FILE_SUFFIXES) or "/" in text or os.sep in text
+
+
 def read_value(text: str, name: str = "value", lazy: bool = False):
     """A VALUE: JSON text, or the path of a .npy or .json file holding one value, or of a
     Zarr array (`STORE.zarr` or `STORE.zarr:ARRAY`)."""
@@ -67,13 +84,14 @@ def read_value(text: str, name: str = "value", lazy: bool = False):
     if datafiles.is_zarr(text):
         source = datafiles.open_zarr(text, name)
         return source if lazy else source.read()
-    if not (text.endswith((".npy", ".json")) or _is_file(text)):
-        return _load_json(text, name)
     if not _is_file(text):
-        raise InputError(f"{name}: no such file {text!r}")
+        if _names_a_file(text):
+            raise InputError(f"{name}: no such file {text!r}")
+        return _load_json(text, name)
     if path.suffix == ".npy":
         if lazy:
             return datafiles.NpySource(path, name)
+        datafiles.check_magic(path, ".npy", name)
         try:
             return np.load(path, allow_pickle=False)
         except Exception as exc:  # numpy raises many kinds for a damaged file
@@ -81,7 +99,7 @@ def read_value(text: str, name: str = "value", lazy: bool = False):
     if path.suffix != ".json":
         raise InputError(f"{name}: a value file must be .npy or .json, got {text!r}",
                          hint="an .npz file holds several inputs: pass it as --inputs FILE")
-    return _load_json(_read_text(path), f"{name} ({text})")
+    return _load_json(_read_text(path), f"{name} ({text})", file=True)
 
 
 def _read_text(path: Path) -> str:
@@ -93,15 +111,27 @@ def _read_text(path: Path) -> str:
         raise InputError(f"cannot read {path}: {exc.strerror or exc}") from None
 
 
-def _load_json(text: str, where: str):
+def _load_json(text: str, where: str, file: bool = False, hint: str = ARRAY_HINT):
+    """A JSON value from `text` (the contents of a file with `file`); an error says where the
+    text stops being JSON, by line and column in a file, and when it ends too soon."""
     try:
         # Integers are read as reals, as every input is one: 10**400 is inf, like 1e400, and a
         # 5000-digit integer needs no conversion Python refuses (past 4300 digits).
         value = json.loads(text, parse_constant=_json_constant, parse_int=float)
     except json.JSONDecodeError as exc:
-        raise InputError(f"{where}: not a JSON number or list: {exc.msg} at column "
-                         f"{exc.colno}", hint="write arrays as nested lists: '[[1, 2], [3, 4]]'"
-                         ) from None
+        line, column = exc.lineno, exc.colno
+        short = text.strip() and not text[exc.pos:].strip()  # nothing left to read
+        if short:  # where the text ends: its last character
+            body = text.rstrip()
+            line, column = body.count("\n") + 1, len(body) - body.rfind("\n") - 1
+        at = f"line {line}, column {column}" if file else f"column {column}"
+        if short:
+            problem = f"the {'file' if file else 'text'} ends at {at}, before its JSON does" + \
+                (" (is it cut short?)" if file else "")
+        else:
+            problem = f"{exc.msg} at {at}"
+        what = "not valid JSON" if file else "not a JSON number or list"
+        raise InputError(f"{where}: {what}: {problem}", hint=hint) from None
     except RecursionError:  # the decoder recurses once per level of nesting
         raise _too_deep(where, "more than a thousand") from None
     depth = _nesting(value)
@@ -143,15 +173,17 @@ def _decode_nonfinite(value):
 
 def _read_inputs_file(path: Path) -> dict:
     if path.suffix == ".npz":
+        datafiles.check_magic(path, ".npz")
         try:
             with np.load(path, allow_pickle=False) as data:
                 return {name: data[name] for name in data.files}
         except Exception as exc:  # zipfile, OS and value errors for a damaged file
             raise InputError(f"cannot read {path} as an .npz file: {exc}") from None
     if path.suffix == ".json":
-        value = _load_json(_read_text(path), str(path))
+        value = _load_json(_read_text(path), str(path), file=True, hint=OBJECT_HINT)
         if not isinstance(value, dict):
-            raise InputError(f"{path}: expected a JSON object of name -> value")
+            raise InputError(f"{path}: expected a JSON object of name -> value",
+                             hint=OBJECT_HINT)
         return {k: _decode_nonfinite(v) for k, v in value.items()}
     raise InputError(f"{path}: input files must be .json or .npz")
 
