@@ -191,7 +191,9 @@ def test_torch_cpu_tensors(prog):
 
 def test_jax_arrays(prog):
     jnp = pytest.importorskip("jax.numpy")
-    want = prog.grad(x=X, s=2.0)["x"]
-    np.testing.assert_array_equal(prog.grad(x=jnp.array(X), s=2.0)["x"],
-                                  prog.grad(x=np.asarray(jnp.array(X)), s=2.0)["x"])
-    assert want.shape == (3,)
+    x = jnp.array(X)  # float32, JAX's default precision: converted
+    np.testing.assert_array_equal(prog.grad(x=x, s=2.0)["x"],
+                                  prog.grad(x=np.asarray(x), s=2.0)["x"])
+    rows = jnp.stack([x, 2 * x])
+    np.testing.assert_array_equal(prog(x=rows, s=jnp.array(2.0)),
+                                  prog(x=np.asarray(rows), s=2.0))

@@ -11,9 +11,9 @@ Inputs are read in place and outputs written once. A batched input of another re
 the kernel's (float64 data for a float32 kernel) is converted a chunk of rows at a time by the
 thread that runs the chunk, into a buffer of its own that stays in its cache: converting it
 whole first would read and write the array once more from memory, on one core, and hold a
-copy of it (bench/value_paths.py). Batches run serially below a work size
-and on threads above it, each thread a slice of the rows with its own scratch (the emitted
-row loop releases the GIL). Above CHUNK_WORK each thread runs its slice in chunks of rows,
+copy of it (bench/value_paths.py). Batches run serially below a work size and on threads
+above it, each thread a slice of the rows with its own scratch (the emitted row loop releases
+the GIL). Above CHUNK_WORK each thread runs its slice in chunks of rows,
 never waiting for the others between them, for a progress bar and so that Ctrl-C is heard
 between chunks; building a kernel shows its steps on a bar too (`progress`: on a terminal,
 after a second).
