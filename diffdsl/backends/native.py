@@ -116,8 +116,8 @@ def _optimize(module, tm) -> None:
 
 
 class _MethodDef(ctypes.Structure):
-    _fields_ = [("ml_name", ctypes.c_char_p), ("ml_meth", ctypes.c_void_p),
-                ("ml_flags", ctypes.c_int), ("ml_doc", ctypes.c_char_p)]
+    _fields_ = [("ml_name", ctypes.c_void_p), ("ml_meth", ctypes.c_void_p),
+                ("ml_flags", ctypes.c_int), ("ml_doc", ctypes.c_void_p)]
 
 
 _METH_FASTCALL = 0x0080
@@ -137,7 +137,6 @@ class Library:
         for name in exports:
             builder.export_symbol(name)
         self._tracker = builder.link(jit, f"diffdsl{next(_names)}")
-        self._methods: list = []  # the method tables the builtins point into
 
     def address(self, name: str) -> int:
         return self._tracker[name]
@@ -145,7 +144,19 @@ class Library:
     def builtin(self, name: str):
         """The exported function `name`, written as a METH_FASTCALL builtin, as a Python
         callable; it keeps this library loaded while it lives."""
-        method = _MethodDef(name.encode(), self.address(name), _METH_FASTCALL, None)
-        fn = _new_builtin(ctypes.byref(method), self, None)  # `self`: the library stays
-        self._methods.append(method)
-        return fn
+        # CPython reads the builtin's method table until the builtin is freed (its dealloc
+        # reads the flags). When a dropped program, or every program at exit, is cyclic
+        # garbage, the collector clears the objects of the cycle in no order we control: it
+        # may empty this library's attributes before it frees the builtin, so a table kept
+        # there was freed first, and exit died in the collector (issue 23: exit 139). The
+        # table and its name therefore live in a bytearray held by the builtin's own `self`,
+        # a tuple: the collector clears neither (no tp_clear), so the table is freed only
+        # after the builtin is.
+        text = name.encode() + b"\0"
+        table = bytearray(ctypes.sizeof(_MethodDef) + len(text))
+        method = _MethodDef.from_buffer(table)
+        name_at = ctypes.addressof(method) + ctypes.sizeof(_MethodDef)
+        ctypes.memmove(name_at, text, len(text))
+        method.ml_name, method.ml_meth = name_at, self.address(name)
+        method.ml_flags = _METH_FASTCALL
+        return _new_builtin(ctypes.byref(method), (table, self), None)  # `self`: loaded
