@@ -146,12 +146,17 @@ class _Layout:
         self.fills = []  # (port, elements, None for zeros or the table of constants)
         self.copies = []  # (port, first element, region node, first value, elements)
         first = len(graph.inputs)
+        # Per node: whether it is a constant, and its value (NaN otherwise), so that the block
+        # fills of a port of a million elements are found by NumPy, not element by element.
+        self._is_const = np.array([node.op == "const" for node in graph.nodes], dtype=bool)
+        self._consts = np.array([node.attr if node.op == "const" else math.nan
+                                 for node in graph.nodes], dtype=np.float64)
+        self._parts = any(node.op == "part" for node in graph.nodes)
         for k, port in enumerate(graph.outputs.values()):
-            covered = self._fill(graph, first + k, port.ids) | self._copy(graph, first + k,
-                                                                          port.ids)
-            for e, i in enumerate(port.ids):
-                if e not in covered:
-                    self.stores.setdefault(i, []).append((first + k, e))
+            ids = np.asarray(port.ids, dtype=np.int64)
+            covered = self._fill(first + k, ids) | self._copy(graph, first + k, port.ids)
+            for e in np.flatnonzero(~covered).tolist():
+                self.stores.setdefault(port.ids[e], []).append((first + k, e))
         self.slot = {}
         for i, node in enumerate(graph.nodes):
             for a in node.args:
@@ -180,11 +185,13 @@ class _Layout:
             self.scratch += length
         self.areas[i] = area
 
-    def _copy(self, graph: Graph, k: int, ids) -> set:
+    def _copy(self, graph: Graph, k: int, ids) -> np.ndarray:
         """Runs of output port `k` that are a region's values in order (a gradient with
         respect to the data a loop reads), copied as blocks after the loop has run (memcpy):
         a stream's cotangents are then a few instructions, not a store each."""
-        covered: set = set()
+        covered = np.zeros(len(ids), dtype=bool)
+        if not self._parts:
+            return covered
         e = 0
         while e < len(ids):
             node = graph.nodes[ids[e]]
@@ -199,22 +206,23 @@ class _Layout:
                 m += 1
             if m >= COPY_BLOCK:
                 self.copies.append((k, e, r, start, m))
-                covered.update(range(e, e + m))
+                covered[e:e + m] = True
             e += m
         return covered
 
-    def _fill(self, graph: Graph, k: int, ids) -> set:
-        """Add a block fill of output port `k` when it pays; the elements it covers."""
-        consts = {e: graph.nodes[i].attr for e, i in enumerate(ids)
-                  if graph.nodes[i].op == "const"}
-        zeros = {e for e, x in consts.items() if x == 0 and math.copysign(1.0, x) > 0}
-        if len(consts) - len(zeros) >= TABLE_BLOCK:
-            self.fills.append((k, len(ids), [consts.get(e, 0.0) for e in range(len(ids))]))
-            return set(consts)
-        if len(zeros) >= ZERO_BLOCK:
+    def _fill(self, k: int, ids: np.ndarray) -> np.ndarray:
+        """Add a block fill of output port `k` (node ids `ids`) when it pays; a mask of the
+        elements it covers."""
+        consts = self._is_const[ids]
+        values = self._consts[ids]
+        zeros = consts & (values == 0) & ~np.signbit(values)  # +0.0 only: -0.0 is stored
+        if consts.sum() - zeros.sum() >= TABLE_BLOCK:
+            self.fills.append((k, len(ids), np.where(consts, values, 0.0).tolist()))
+            return consts
+        if zeros.sum() >= ZERO_BLOCK:
             self.fills.append((k, len(ids), None))
             return zeros
-        return set()
+        return np.zeros(len(ids), dtype=bool)
 
 
 def _spellings(dtype: str) -> dict[str, str]:

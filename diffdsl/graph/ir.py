@@ -109,7 +109,7 @@ class Graph:
 
 
 def _ids(ids) -> str:
-    return "[" + " ".join(f"%{i}" for i in ids) + "]"
+    return "[%" + " %".join(map(str, ids)) + "]" if ids else "[]"
 
 
 class Builder:

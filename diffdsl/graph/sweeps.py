@@ -6,6 +6,7 @@ whose body is the derivative of its body.
 
 from __future__ import annotations
 
+import heapq
 import sys
 
 from . import loop_sweeps
@@ -56,11 +57,19 @@ def reverse(b: Builder, stop: int, active: bytearray, seeds: list[tuple[int, int
             ct[node_id] = seed if node_id not in ct else b.add(ct[node_id], seed)
             guard[node_id] = None
     reached: dict[int, dict[int, int]] = {}  # region -> {value: cotangent} of its parts
-    for i in range(stop - 1, start - 1, -1):
+    # The nodes with a cotangent, latest first: a node's cotangent is complete when it is
+    # taken, since only later nodes use it. Visiting these alone, not every node below `stop`,
+    # keeps a sweep that reaches a few nodes (a Jacobian's row of an elementwise map) short.
+    pending = [-i for i in ct if start <= i < stop]
+    heapq.heapify(pending)
+    while pending:
+        i = -heapq.heappop(pending)
         node = b.nodes[i]
         if node.op == "part":  # gathered for its region, whose pullback takes them all
             if i in ct:
                 r = node.args[0]
+                if r not in reached:
+                    heapq.heappush(pending, -r)
                 reached.setdefault(r, {})[node.attr] = ct[i]
                 guard[r] = guard[i] if r not in guard else _either(b, guard[r], guard[i])
             continue
@@ -87,6 +96,8 @@ def reverse(b: Builder, stop: int, active: bytearray, seeds: list[tuple[int, int
                 edge = _both(b, here, _routed_condition(b, part))
             elif here is not None and not copies:
                 part = b.select(here, part, b.const(0.0))
+            if a not in ct:
+                heapq.heappush(pending, -a)
             ct[a] = part if a not in ct else b.add(ct[a], part)
             guard[a] = edge if a not in guard else _either(b, guard[a], edge)
     return ct
