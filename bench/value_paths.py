@@ -11,8 +11,10 @@ than its gradient, so it must not take longer.
 Batches: `prog.evaluate` and `prog.grad` of the same determinant over `--rows` matrices, in
 each dtype: given as float64 data (what NumPy makes by default, converted for a float32
 program) and given in the program's own dtype. The median of `--repeats` runs, in
-milliseconds. A float32 kernel moves half the bytes of a float64 one, so it must not be
-slower. The threads the CPU backend uses are `DIFFDSL_NUM_THREADS` (default: every core).
+milliseconds: wall-clock time, and the process's CPU time (every thread's, system time
+included), which a machine shared with other work disturbs less. A float32 kernel moves half
+the bytes of a float64 one, so it must not be slower. The threads the CPU backend uses are
+`DIFFDSL_NUM_THREADS` (default: every core).
 """
 
 from __future__ import annotations
@@ -49,14 +51,16 @@ def per_call_us(f, xs, repeats: int) -> float:
     return statistics.median(times) * 1e6
 
 
-def batch_ms(f, repeats: int) -> float:
+def batch_ms(f, repeats: int) -> tuple[float, float]:
+    """Medians of the wall-clock and CPU times of `f()`, in milliseconds."""
     f()  # the first call compiles
-    times = []
+    wall, cpu = [], []
     for _ in range(repeats):
-        start = time.perf_counter()
+        start, start_cpu = time.perf_counter(), time.process_time()
         f()
-        times.append(time.perf_counter() - start)
-    return statistics.median(times) * 1e3
+        wall.append(time.perf_counter() - start)
+        cpu.append(time.process_time() - start_cpu)
+    return statistics.median(wall) * 1e3, statistics.median(cpu) * 1e3
 
 
 def main() -> None:
@@ -84,7 +88,8 @@ def main() -> None:
     own = {"float64": data, "float32": data.astype(np.float32)}
     progs = {dt: diffdsl.compile(DET, backend="cpu", dtype=dt) for dt in own}
     print(f"\ndet 4x4 over {args.rows:,} matrices, ms (median of {args.repeats})")
-    print(f"  {'':<40}{'float64':>10}{'float32':>10}")
+    print(f"  {'':<40}{'float64':>16}{'float32':>16}")
+    print(f"  {'':<40}{'wall    cpu':>16}{'wall    cpu':>16}")
     for what, given in (("given float64 data", lambda dt: data),
                         ("given data in its own dtype", lambda dt: own[dt])):
         for call in ("evaluate", "grad"):
@@ -95,7 +100,8 @@ def main() -> None:
                     row.append(batch_ms(lambda p=p, x=x: p.evaluate({"A": x}), args.repeats))
                 else:
                     row.append(batch_ms(lambda p=p, x=x: p.grad(A=x), args.repeats))
-            print(f"  {call + ', ' + what:<40}{row[0]:10.1f}{row[1]:10.1f}")
+            cells = "".join(f"{wall:8.1f}{cpu:8.1f}" for wall, cpu in row)
+            print(f"  {call + ', ' + what:<40}{cells}")
 
 
 if __name__ == "__main__":
