@@ -267,3 +267,18 @@ def test_every_command_runs_a_program_with_regions(tmp_path):
                for b in ("x", "w")] for a in ("x", "w")]
     np.testing.assert_allclose(prog.hessian(values, sparse=True).toarray(), np.block(blocks),
                                rtol=1e-12, atol=1e-12)
+
+
+@pytest.mark.parametrize("source,value", [
+    ("const c = prod([2 for i in range(65)])\ninput x\noutput y = c * x", 2.0 ** 65),
+    ("const c = sum(sin(i) for i in range(100))\ninput x\noutput y = c * x",
+     float(np.sum(np.sin(np.arange(100))))),
+    ("const W = [0.5 * k for k in range(80)]\nconst c = sum(W[i] ** 2 for i in range(80))\n"
+     "input x\noutput y = c * x", float(np.sum((0.5 * np.arange(80)) ** 2))),
+])
+def test_a_loop_of_static_values_stays_static(source, value):
+    """A loop whose body reads nothing that varies is written out, so that it folds: a
+    `const` may hold it."""
+    prog = diffdsl.compile(source, cache=False)
+    assert not has_regions(prog.graph)
+    np.testing.assert_allclose(prog(x=1.0), value, rtol=1e-12)

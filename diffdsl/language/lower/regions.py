@@ -128,6 +128,11 @@ class BodyBuilder:
         over the iterations) and `maps` (stacked); each a value of the body."""
         sums = [self._inner(self._node(x)) for x in sums]
         maps = [self._inner(self._node(x)) for x in maps]
+        if not self.captured and all(self.parent.value(a) is not None
+                                     for items in self.stream_items for a in items):
+            # Nothing from outside varies: written out, the loop folds to static numbers
+            # (`const c = prod([2 for i in range(65)])`), as a program may need it to.
+            raise Irregular("a loop of static values")
         inner = self.inner
         nodes = list(inner.nodes)
         ports = {"@i": Port((1,), (self.index - self.base,)),
