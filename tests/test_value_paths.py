@@ -111,9 +111,10 @@ def test_a_batch_in_another_dtype_is_converted_chunk_by_chunk(small_chunks, rows
                               prog.evaluate({"x": ints.astype(dtype), "s": mine["s"]})["y"])
 
 
-def test_a_float64_batch_for_a_float32_program_is_not_copied_whole():
+def test_a_float64_batch_for_a_float32_program_is_not_copied_whole(monkeypatch):
     """Converting the whole batch first held a float32 copy of it (and read and wrote it
-    once more); a chunk at a time holds a few hundred kilobytes."""
+    once more); a chunk at a time holds a few hundred kilobytes a thread."""
+    monkeypatch.setenv(cpu.THREADS_ENV, "2")
     prog = diffdsl.compile(DET3, backend="cpu", dtype="float32", cache=False)
     batch = np.random.default_rng(0).uniform(size=(200_000, 3, 3))
     prog.evaluate({"A": batch[:10]})  # compiled before measuring
