@@ -105,6 +105,9 @@ def close(a, b, rtol=1e-11):
 def test_the_loop_stays_a_loop(name):
     regions, unrolled = both(PROGRAMS[name])
     assert has_regions(regions.graph)
+    if name == "nested regions":  # the inner loop reads A's row i: a region in the body
+        (outer,) = [n.attr for n in regions.graph.nodes if n.op == "region"]
+        assert has_regions(outer.body)
     assert not has_regions(unrolled.graph)
     assert len(regions.graph.nodes) < len(unrolled.graph.nodes)
 
@@ -282,3 +285,33 @@ def test_a_loop_of_static_values_stays_static(source, value):
     prog = diffdsl.compile(source, cache=False)
     assert not has_regions(prog.graph)
     np.testing.assert_allclose(prog(x=1.0), value, rtol=1e-12)
+
+
+NESTED = {
+    "a row of a matrix": "sum(A[i, j] * v[j] for j in range(m))",
+    "a column of a matrix": "sum(B[j, i] * v[j] for j in range(m))",
+    "neighbours in a row": "sum(A[i, j] * A[i, j + 1] for j in range(m - 1))",
+    "a sliding window": "sum(x[i + j] * v[j] for j in range(m))",
+    "two strides": "sum(x[2 * j + i] for j in range(m // 2))",
+}
+
+
+@pytest.mark.parametrize("name", sorted(NESTED))
+def test_inner_loops_read_the_outer_loops_window(name):
+    """A loop inside a loop, the inner one reading at indices of both: a region in a region's
+    body, against both written out."""
+    source = (f"const n = 66\nconst m = 140\ninput A[n, m]\ninput B[m, n]\ninput v[m]\n"
+              f"input x[n + m]\n"
+              f"output y = sum(tanh({NESTED[name]}) ** 2 for i in range(n))\n"
+              f"output z = [{NESTED[name]} for i in range(n)]\n")
+    regions, unrolled = both(source)
+    (outer, _) = [n.attr for n in regions.graph.nodes if n.op == "region"]
+    assert has_regions(outer.body)
+    rng = np.random.default_rng(11)
+    values = point(regions, rng)
+    for backend in ("cpu", "numpy"):
+        close(regions(values, backend=backend), unrolled(values, backend=backend))
+        close(regions.grad(values, of="y", backend=backend),
+              unrolled.grad(values, of="y", backend=backend))
+    one = {k: v for k, v in values.items()}
+    close(regions.jacobian(one, of="z", wrt="v"), unrolled.jacobian(one, of="z", wrt="v"))

@@ -1,25 +1,44 @@
-"""The variable of a loop kept as a loop, as lowering's values see it."""
+"""The variables of loops kept as loops, as lowering's values see them."""
 
 from __future__ import annotations
 
 
 class Index:
-    """The variable of a loop kept as a loop (lower/regions.py): `a * i + b` of the iteration
-    i of the region `builder` builds. Affine arithmetic with static integers keeps it an
-    index; anything else uses its value as a real. It has no static value: comparing or
+    """An affine function of the variables of loops kept as loops (lower/regions.py):
+    `b + sum(a * i)` over `terms`, pairs (builder, a) where i is the iteration of the region
+    that builder builds. Affine arithmetic (with static integers, and sums of indices) keeps
+    it an index; anything else uses its value as a real. It has no static value: comparing or
     testing it as Python would is an error, never a silent answer."""
 
-    __slots__ = ("builder", "a", "b")
+    __slots__ = ("terms", "b")
 
-    def __init__(self, builder, a: int, b: int):
-        self.builder, self.a, self.b = builder, a, b
+    def __init__(self, terms: tuple, b: int):
+        self.terms, self.b = tuple((k, a) for k, a in terms if a != 0), b
+
+    @classmethod
+    def of(cls, builder) -> Index:
+        """The variable of the loop `builder` builds."""
+        return cls(((builder, 1),), 0)
 
     def node(self, builder) -> int:
         """Its value as a real, a node of `builder` (the body or one nested in it)."""
-        i = self.builder.index
-        if self.a != 1:
-            i = builder.op("mul", builder.const(float(self.a)), i)
-        return i if self.b == 0 else builder.op("add", i, builder.const(float(self.b)))
+        out = builder.const(float(self.b))
+        for body, a in self.terms:
+            i = body.index if a == 1 else builder.op("mul", builder.const(float(a)), body.index)
+            out = builder.op("add", out, i)
+        return out
+
+    def scaled(self, k: int) -> Index:
+        return Index(tuple((body, a * k) for body, a in self.terms), self.b * k)
+
+    def plus(self, other) -> Index:
+        """`self + other`, other an Index or a static integer."""
+        if isinstance(other, int):
+            return Index(self.terms, self.b + other)
+        merged = dict((id(body), [body, a]) for body, a in self.terms)
+        for body, a in other.terms:
+            merged.setdefault(id(body), [body, 0])[1] += a
+        return Index(tuple((body, a) for body, a in merged.values()), self.b + other.b)
 
     def _static(self, *_):
         raise TypeError("a loop index has no static value")

@@ -167,14 +167,14 @@ class Values:
 
     def index_arith(self, op: str, x, y, span):
         """Affine arithmetic keeps a loop index an index; the rest works on its value."""
-        if type(y) is int and isinstance(x, Index) and op in ("+", "-", "*"):
-            if op == "*":
-                return Index(x.builder, x.a * y, x.b * y)
-            return Index(x.builder, x.a, x.b + (y if op == "+" else -y))
-        if type(x) is int and isinstance(y, Index) and op in ("+", "-", "*"):
+        if type(y) is int and isinstance(x, Index) and op == "*":
+            return x.scaled(y)
+        if type(x) is int and isinstance(y, Index) and op == "*":
+            return y.scaled(x)
+        if op in ("+", "-") and type(x) in (int, Index) and type(y) in (int, Index):
             if op == "-":
-                return Index(y.builder, -y.a, x - y.b)
-            return self.index_arith(op, y, x, span)
+                y = -y if type(y) is int else y.scaled(-1)
+            return x.plus(y) if isinstance(x, Index) else y.plus(x)
         return self.scalar_arith(op, self.real(x), self.real(y), span)
 
     def scalar_arith(self, op: str, x, y, span):

@@ -26,6 +26,7 @@ from ...errors import AssignmentError, LimitError, Span, StaticValueError
 from ...graph.ir import Builder, Graph, Port
 from .. import syntax as s
 from ..values import Values
+from .axes import keyword_call
 from .bindings import NONE, differentiated_names, strip, tag
 from .calls import RULES as CALL_RULES
 from .calls import call_def
@@ -67,6 +68,7 @@ PARTS = {
     s.CompIf: generate,
     s.Slice: subscripts,
     s.Break: lower_while,
+    s.Keyword: keyword_call,
 }
 
 

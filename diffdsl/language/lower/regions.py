@@ -202,7 +202,7 @@ def lower_region(lw, elt, clause, n: int, scope, kind: str):
     lw.v.b = lw.b = bb
     lw.memo = {}  # memoised calls hold node ids of the builder they were made in
     try:
-        value = lw.expr(elt, ChainMap({clause.name: Index(bb, 1, 0)}, scope))
+        value = lw.expr(elt, ChainMap({clause.name: Index.of(bb)}, scope))
         if kind == "sum":
             if is_array(value):
                 raise Irregular("a sum of arrays")
@@ -243,32 +243,57 @@ def region_map(lw, elt, clause, n: int, scope):
 
 
 def read(v, value, index: list, span):
-    """`value[index]` where some subscripts are `Index`es of the innermost body: stream reads
-    of the array's elements. Raises `Irregular` where a region cannot read it so."""
+    """`value[index]` where some subscripts are `Index`es of the innermost body or of bodies
+    around it: stream reads of the array's elements. Raises `Irregular` where a region cannot
+    read it so."""
     bb = v.b
     if not isinstance(bb, BodyBuilder) or not is_array(value) or len(index) > value.ndim:
         raise Irregular("an index of a loop into something other than an array")
+    enclosing = []  # bb and the bodies around it, innermost first
+    at = bb
+    while isinstance(at, BodyBuilder):
+        enclosing.append(at)
+        at = at.parent
     shape = value.shape
     strides = [math.prod(shape[d + 1:]) for d in range(len(shape))]
-    stride, offset = 0, 0
+    coeffs = {id(body): 0 for body in enclosing}
+    offset = 0
     for d, (item, _) in enumerate(index):
         if isinstance(item, Index):
-            if item.builder is not bb:
-                raise Irregular("an index of an enclosing loop")
-            first, last = item.b, item.a * (bb.n - 1) + item.b
-            if min(first, last) < 0 or max(first, last) >= shape[d]:
+            low = high = item.b  # its range over every iteration of every loop in it
+            for body, a in item.terms:
+                if id(body) not in coeffs:
+                    raise Irregular("an index of a loop that has ended")
+                low += min(0, a * (body.n - 1))
+                high += max(0, a * (body.n - 1))
+                coeffs[id(body)] += a * strides[d]
+            if low < 0 or high >= shape[d]:
                 raise Irregular("an index out of range in some iteration")
-            stride += item.a * strides[d]
             offset += item.b * strides[d]
         elif type(item) is int and -shape[d] <= item < shape[d]:
             offset += (item % shape[d]) * strides[d]
         else:
             raise Irregular("a subscript a region cannot read")
-    if stride < 0:
+    if any(c < 0 for c in coeffs.values()):
         raise Irregular("a loop reading an array backwards")
-    items = tuple(bb.parent_node(x) for x in value.flat)
+    terms = [(body, coeffs[id(body)]) for body in enclosing]
     rest = shape[len(index):]
-    out = np.empty(math.prod(rest), dtype=object)
-    for m in range(out.size):
-        out[m] = v.dyn(bb.read(items, stride, offset + m))
+    ids = _window(terms, [x for x in value.flat], offset, math.prod(rest))
+    out = np.empty(len(ids), dtype=object)
+    for m, i in enumerate(ids):
+        out[m] = v.dyn(i)
     return out.reshape(rest) if rest else out[0]
+
+
+def _window(terms: list, elements: list, offset: int, width: int) -> list[int]:
+    """Ids, in the innermost body of `terms` ((body, stride) pairs, innermost first), of the
+    elements `offset + sum(stride * index) + t` for t below `width`. Where a body around it
+    moves the window too, that body reads the window its loop needs first (a row of a matrix
+    in a matrix-vector product), and the inner body streams through it."""
+    (body, stride), outer = terms[0], terms[1:]
+    if any(c for _, c in outer):
+        span = stride * (body.n - 1) + width  # what the inner loop reads, in one outer step
+        items = _window(outer, elements, offset, span)
+        return [body.read(tuple(items), stride, t) for t in range(width)]
+    items = tuple(body.parent_node(x) for x in elements)
+    return [body.read(items, stride, offset + t) for t in range(width)]
