@@ -315,3 +315,16 @@ def test_inner_loops_read_the_outer_loops_window(name):
               unrolled.grad(values, of="y", backend=backend))
     one = {k: v for k, v in values.items()}
     close(regions.jacobian(one, of="z", wrt="v"), unrolled.jacobian(one, of="z", wrt="v"))
+
+
+@pytest.mark.parametrize("name", ["overlapping reads", "nested regions"])
+def test_cuda_runs_regions_written_out(name):
+    """The CUDA backend (Numba's simulator where there is no GPU) takes the loops written
+    out: the same values and gradients as the CPU's loops."""
+    from diffdsl.backends import cuda
+    if not cuda.available():
+        pytest.skip("no CUDA device and no simulator")
+    regions, _ = both(PROGRAMS[name])
+    values = point(regions, np.random.default_rng(2), rows=2)
+    close(regions(values, backend="cuda"), regions(values, backend="cpu"))
+    close(regions.grad(values, backend="cuda"), regions.grad(values, backend="cpu"))

@@ -231,6 +231,8 @@ class Engine:
     def _build_cuda_kernel(self, graph: Graph, dtype: str):
         from ..backends import cuda as gpu
         from ..backends import emit
+        from ..graph.loops import expand
+        graph = expand(graph)  # the CUDA kernels run loops written out (regions: until issue 25)
         if gpu.uses_tape(graph):
             kernel = gpu.Kernel(graph, dtype, cache=self.cache).warm()
         else:
