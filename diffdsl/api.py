@@ -254,16 +254,37 @@ class Program:
         """The name of output `of`, checked; with `of=None`, that of the only output."""
         return autodiff.pick_output(self.graph, of)
 
-    def check(self, points: int = 3, *, domain: dict | None = None, seed: int = 0) -> dict:
-        """Every derivative against `sympy.diff` and central finite differences at `points`
-        random points, as `diffdsl check` does: a JSON-ready dict `{"ok", "symbolic",
-        "numeric"}`, whose `.ranges` says where each input's points were drawn from.
+    def check(self, points=3, *, domain: dict | None = None, seed: int = 0) -> dict:
+        """Every derivative against `sympy.diff` and central finite differences, as `diffdsl
+        check` does: a JSON-ready dict `{"ok", "status", "checked", "unchecked", "symbolic",
+        "numeric"}`. `status` is "ok", "mismatch", or "unchecked" where some derivative was
+        compared nowhere (`unchecked` lists its `[output, input]`); `ok` is status "ok".
+
+        `points` is a number of random points, or the points themselves: a dict of every
+        input's value, leading dimensions beyond its declared shape a batch (a point a row),
+        as `evaluate` takes them. `.ranges` says where random points were drawn from.
         `domain={"x": (low, high)}` draws input x's elements from [low, high); the others
         from ranges inside the domains of the program's functions."""
+        from collections.abc import Mapping
+
+        import numpy as np
+
+        from .runtime.inputs import prepare_inputs
         from .symbolic import check
+        if isinstance(points, Mapping):
+            batch, arrays = prepare_inputs(self.graph, dict(points))
+            rows = int(np.prod(batch)) if batch else 1
+            if rows == 0:
+                raise UsageError("points= holds no point: its batch is empty")
+            values = {name: np.broadcast_to(arr, (rows, arr.shape[-1]))
+                      if arr.ndim == 1 else arr for name, arr in arrays.items()}
+            return check.check(expand(self.graph), seed=seed, domain=domain, values=values)
+        if isinstance(points, bool) or not isinstance(points, (int, np.integer)):
+            raise UsageError(f"check's points= is a number of random points or a dict of "
+                             f"input values, not {type(points).__name__}")
         if points < 1:
             raise UsageError(f"check needs points >= 1, got {points}")
-        return check.check(expand(self.graph), points=points, seed=seed, domain=domain)
+        return check.check(expand(self.graph), points=int(points), seed=seed, domain=domain)
 
     def to_dot(self, of: str | None = None, grad: bool = False) -> str:
         """The graph as Graphviz DOT text: every output's, or output `of`'s alone; with

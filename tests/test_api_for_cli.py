@@ -124,7 +124,7 @@ def test_symbolic_jacobian_simplified_is_the_same_function():
     plain = prog.symbolic_jacobian()
     simple = prog.symbolic_jacobian(simplify=True)
     assert simple.of == "f" and simple.out_shape == (2,)
-    x0 = sp.IndexedBase("x", real=True)[0]
+    x0 = sp.IndexedBase("x", shape=(2,), real=True)[0]  # an input's base has its shape
     assert simple["x"][0, 0] == sp.cos(2 * x0)  # cos² - sin², as SymPy simplifies it
     assert plain["x"][0, 0] != simple["x"][0, 0]
     for a, b in zip(sp.flatten(plain["x"].tolist()), sp.flatten(simple["x"].tolist()),

@@ -180,8 +180,20 @@ def _decay_fit(x):
     return {"r": a * np.exp(-k * x["t"]) + c - x["y"]}
 
 
+def _gauss(x):
+    # numpy.linalg.cholesky reads the lower triangle too; where the symmetric matrix it
+    # stands for is not positive definite, the program's factor and value are NaN.
+    s = np.tril(x["S"]) + np.tril(x["S"], -1).T
+    if np.linalg.eigvalsh(s).min() <= 0:
+        return {"ll": np.nan}
+    r = x["x"] - x["mu"]
+    return {"ll": -0.5 * (r @ np.linalg.solve(s, r) + np.linalg.slogdet(s)[1]
+                          + len(r) * np.log(2 * np.pi))}
+
+
 EXPECTED = {
     "decay_fit.dd": _decay_fit,
+    "gauss.dd": _gauss,
     "det2.dd": _det2,
     "det3_forum.dd": _det3_forum,
     "det3.dd": _det3,

@@ -11,8 +11,9 @@ import diffdsl
 from diffdsl.symbolic import oracle
 
 x = sp.Symbol("x", real=True)
-v = sp.IndexedBase("v", real=True)
-A = sp.IndexedBase("A", real=True)
+# An input's base carries its shape, as export writes it.
+v = sp.IndexedBase("v", shape=(2,), real=True)
+A = sp.IndexedBase("A", shape=(2, 2), real=True)
 
 
 def _expected(of: str, parts: dict) -> str:

@@ -81,13 +81,17 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = commands.add_parser("check", help="Check derivatives against SymPy and finite "
                             "differences.", description="Check every derivative against "
-                            "sympy.diff and central finite differences; exit 1 on a mismatch.")
-    p.add_argument("file", metavar="FILE")
-    p.add_argument("--points", type=int, default=3, metavar="N",
+                            "sympy.diff and central finite differences; exit 1 on a mismatch, "
+                            "4 when some derivative could be compared nowhere.")
+    p.add_argument("file", metavar="FILE", nargs="?", help="the .dd program")
+    p.add_argument("--points", type=int, metavar="N",
                    help="random points for numeric comparisons (default 3)")
     p.add_argument("--domain", metavar="NAME=LO:HI", action="append", default=[],
                    help="draw input NAME's elements from [LO, HI) (default: a range inside "
                         "the domains of the program's functions); may repeat")
+    p.add_argument("--inputs", metavar="SPEC", action="append", default=[], nargs="+",
+                   help="check at these points instead of random ones: every input, spelled "
+                        "as for eval (a batch is a point a row)")
     p.add_argument("--json", action="store_true", help="machine-readable output")
     _limit_option(p)
 

@@ -15,6 +15,7 @@ from .results import cache_text, derivative_items, json_tree, sparse_json, spars
 from .specs import domains, read_specs, read_value
 
 EXIT_OK, EXIT_MISMATCH = 0, 1
+EXIT_UNCHECKED = 4  # `check` compared nothing for some derivative: not a pass (docs/cli.md)
 
 
 def _program(args) -> api.Program:
@@ -118,15 +119,27 @@ def cmd_diff(args) -> int:
 
 
 def cmd_check(args) -> int:
+    """Exit 0 when every derivative was compared and agreed, 1 on a mismatch, 4 when some
+    derivative was compared nowhere (a check that could not fail is no pass)."""
     from ..symbolic import report
-    if args.points < 1:
+    if args.points is not None and args.points < 1:
         raise UsageError("--points must be at least 1")
     prog = api.load(args.file)
-    result = prog.check(points=args.points, domain=domains(args.domain, prog))
+    if args.inputs:
+        for option, given in (("--points", args.points is not None), ("--domain", args.domain)):
+            if given:
+                raise UsageError(f"{option} says how to draw random points, but --inputs "
+                                 "gives the points", hint="give one or the other")
+        result = prog.check(points=read_specs(args.inputs))
+    else:
+        result = prog.check(points=3 if args.points is None else args.points,
+                            domain=domains(args.domain, prog))
     if args.json:
         print_json(result)
     else:
         print(report.format_check(result, result.ranges))
+    if result["status"] == "unchecked":
+        return EXIT_UNCHECKED
     return EXIT_OK if result["ok"] else EXIT_MISMATCH
 
 

@@ -45,8 +45,9 @@ EXAMPLES = {
     ],
     "check": [
         "diffdsl check examples/det3.dd",
-        "diffdsl check examples/special.dd --points 5 --json",
         "diffdsl check examples/rosenbrock.dd --domain x=-2:2",
+        "diffdsl check examples/gauss.dd --inputs S='[[2,1,0],[1,2,1],[0,1,2]]' "
+        "x='[1,0,1]' mu='[0,0,0]'",
     ],
     "graph": [
         "diffdsl graph examples/det2.dd",

@@ -9,9 +9,10 @@ sqrt(pi), sqrt(2*pi) or of its reciprocal. Constant folding in float64 rounds (`
 formulas read as written and our derivatives can be proven equal to SymPy's. Any other
 constant, and any of magnitude beyond 2**53 or below 1e-15, is an exact `Float` of 53 bits.
 
-An input element is `IndexedBase(name)[i, j]` with the indices of the declared shape, a scalar
-input a plain `Symbol(name)`; both are declared real, as every value of the language is, so
-that SymPy differentiates `Abs(x)` to `sign(x)` and not to an expression in `re` and `im`.
+An input element is `IndexedBase(name, shape=shape)[i, j]` with the indices of the declared
+shape (the code printers need the shape), a scalar input a plain `Symbol(name)`; both are
+declared real, as every value of the language is, so that SymPy differentiates `Abs(x)` to
+`sign(x)` and not to an expression in `re` and `im`.
 """
 
 from __future__ import annotations
@@ -119,8 +120,15 @@ def input_symbol(name: str, shape: tuple, k: int, real: bool = True) -> sp.Expr:
     """The SymPy atom `to_sympy` uses for element `k` (flat) of input `name` of `shape`."""
     if not shape:
         return sp.Symbol(name, real=True) if real else sp.Symbol(name)
-    base = sp.IndexedBase(name, real=True) if real else sp.IndexedBase(name)
-    return base[unravel(k, shape)]
+    return indexed_base(name, shape, real)[unravel(k, shape)]
+
+
+def indexed_base(name: str, shape: tuple, real: bool = True) -> sp.IndexedBase:
+    """The `IndexedBase` of an array input: with its shape, which `sympy.ccode` and the other
+    code printers need to turn `A[1, 2]` into an offset (`A[5]` for shape (3, 3))."""
+    shape = tuple(shape)
+    return sp.IndexedBase(name, shape=shape, real=True) if real else \
+        sp.IndexedBase(name, shape=shape)
 
 
 def _plain_symbol(name: str, shape: tuple, k: int) -> sp.Symbol:

@@ -25,18 +25,24 @@ numeric
     elements, along every coordinate.
 
 Random points draw every input element uniformly, reproducibly from `seed`, from the range
-given for its input, else from one inside the domains of the program's functions (`domains`).
+given for its input, else from one inside the domains of the program's functions (`domains`);
+or the points are given (`values`), for a domain no range describes (positive definite
+matrices).
+
+A check that compares nothing cannot fail, so it does not pass: where for some output and
+input no element was decided by SymPy and no finite difference was compared (the output is
+finite at no point, and SymPy skipped every element), the status is "unchecked", not "ok".
 The cheap steps come first: the 50-digit evaluation runs before `simplify`, so a mismatch
 never waits for `simplify` to give up. It evaluates every element of an output and input
 block with one `lambdify`d mpmath function that shares common subexpressions, so it costs what
 the graph costs, not what the (possibly exponentially larger) written-out tree would. The
-report is JSON-ready: `{"ok": ..., "symbolic": {OUT: {IN: ...}}, "numeric": {OUT: {IN: ...}}}`.
+report is JSON-ready: `{"ok", "status", "checked", "unchecked", "symbolic": {OUT: {IN: ...}},
+"numeric": {OUT: {IN: ...}}}` (see `_verdict`).
 """
 
 from __future__ import annotations
 
 import itertools
-import math
 
 import numpy as np
 import sympy as sp
@@ -74,26 +80,39 @@ ELEMENTWISE_MAX = 25
 
 class Report(dict):
     """The JSON-ready result of `check`, remembering in `ranges` where each input's points
-    were drawn from (`domains.sampling_ranges`), which the JSON does not hold."""
+    were drawn from (`domains.sampling_ranges`; empty where they were given) and in `given`
+    how many points were given (0 where they were drawn), which the JSON does not hold."""
 
-    def __init__(self, ranges: dict):
-        super().__init__(ok=True, symbolic={}, numeric={})
+    def __init__(self, ranges: dict, given: int = 0):
+        super().__init__(ok=True, status="ok", checked=0, unchecked=[], symbolic={},
+                         numeric={})
         self.ranges = ranges
+        self.given = given
 
 
-def check(graph: Graph, points: int = 3, seed: int = 0, domain: dict | None = None) -> Report:
+def check(graph: Graph, points: int = 3, seed: int = 0, domain: dict | None = None,
+          values: dict | None = None) -> Report:
     """Check the derivative of every output with respect to every input; see the module.
     `domain` maps input names to the `(low, high)` their elements are drawn from; the other
-    inputs get ranges inside the domains of the program's functions (`domains`)."""
-    points = max(1, int(points))
+    inputs get ranges inside the domains of the program's functions (`domains`). `values`,
+    instead, gives the points: input name -> array (points, input size), every input."""
     rng = np.random.default_rng(seed)
-    _check_domain(graph, domain or {})
-    ranges = domains.sampling_ranges(graph, domain or {})
-    x0 = {name: rng.uniform(ranges[name]["low"], ranges[name]["high"], size=(points, port.size))
-          for name, port in graph.inputs.items()}
-    report = Report(ranges)
+    if values is not None:
+        if domain:
+            raise UsageError("domain= says where to draw points, but the points are given",
+                             hint="give either points= as values or domain=, not both")
+        x0 = {name: np.asarray(values[name], dtype=np.float64) for name in graph.inputs}
+        report = Report({}, next(iter(x0.values())).shape[0] if x0 else 0)
+    else:
+        points = max(1, int(points))
+        domains.check_given(graph, domain or {})
+        ranges = domains.sampling_ranges(graph, domain or {})
+        x0 = {name: rng.uniform(ranges[name]["low"], ranges[name]["high"],
+                                size=(points, port.size))
+              for name, port in graph.inputs.items()}
+        report = Report(ranges)
     if not graph.inputs:
-        return report
+        return _verdict(graph, report)
     syms = symbolic.Symbols(graph)
     sizes, depths = symbolic.expression_sizes(graph, TREE_LIMIT)
     elements = sum(graph.outputs[out].size * port.size for out in graph.outputs
@@ -111,27 +130,34 @@ def check(graph: Graph, points: int = 3, seed: int = 0, domain: dict | None = No
             report["symbolic"][out] = symbolic.deep_call(
                 min(deepest, DEPTH_LIMIT), _symbolic, graph, out, rev, syms, x0, jac_rev, sizes,
                 depths, shown)
-    mismatch = any(entry["status"] == "mismatch" for per_out in report["symbolic"].values()
-                   for entry in per_out.values())
-    failed = any(not entry["ok"] for per_out in report["numeric"].values()
-                 for entry in per_out.values())
-    report["ok"] = not (mismatch or failed)
+    return _verdict(graph, report)
+
+
+def _verdict(graph: Graph, report: Report) -> Report:
+    """`status`: "mismatch" where an oracle disagrees; else "unchecked" where for some output
+    and input nothing was compared (listed in `unchecked` as `[output, input]`), and for a
+    program without inputs; else "ok". `checked` counts the comparisons made: elements that
+    SymPy decided, and finite differences compared where the output is finite."""
+    mismatch = False
+    for out in report["symbolic"]:
+        for name, sym in report["symbolic"][out].items():
+            num = report["numeric"][out][name]
+            mismatch = mismatch or sym["status"] == "mismatch" or not num["ok"]
+            compared = num["checked"] + sum(n for status, n in sym["counts"].items()
+                                            if status != "skipped")
+            report["checked"] += compared
+            if not compared:
+                report["unchecked"].append([out, name])
+    if mismatch:
+        report["status"] = "mismatch"
+    elif report["unchecked"] or not graph.inputs:
+        report["status"] = "unchecked"
+    report["ok"] = report["status"] == "ok"
     return report
 
 
 # ---------------------------------------------------------------------------------------------
 # helpers
-
-
-def _check_domain(graph: Graph, domain: dict) -> None:
-    for name, bounds in domain.items():
-        if name not in graph.inputs:
-            raise UsageError(f"domain= names '{name}', which is not an input",
-                             hint=f"the inputs are: {', '.join(graph.inputs)}")
-        low, high = bounds
-        if not -math.inf < low < high < math.inf:
-            raise UsageError(f"domain={{'{name}': ({low}, {high})}}: expected (low, high) with "
-                             "low < high, both finite")
 
 
 def _evaluate_jacobian(graph: Graph, jac: Graph, out: str, x0: dict) -> dict:

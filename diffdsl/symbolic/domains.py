@@ -27,6 +27,7 @@ import math
 
 import numpy as np
 
+from ..errors import UsageError
 from ..graph.ir import Graph
 
 LOW, HIGH = 0.5, 1.5  # the default range, where nothing is known
@@ -211,6 +212,19 @@ def _draw_range(lo: float, hi: float) -> tuple[float, float]:
         return hi - HIGH, hi - LOW
     quarter = (hi - lo) / 4
     return lo + quarter, hi - quarter
+
+
+def check_given(graph: Graph, given: dict) -> None:
+    """Ranges given for inputs (`domain=` of `check`), each `(low, high)` with low < high,
+    both finite, for an input of `graph`."""
+    for name, bounds in given.items():
+        if name not in graph.inputs:
+            raise UsageError(f"domain= names '{name}', which is not an input",
+                             hint=f"the inputs are: {', '.join(graph.inputs)}")
+        low, high = bounds
+        if not -INF < low < high < INF:
+            raise UsageError(f"domain={{'{name}': ({low}, {high})}}: expected (low, high) with "
+                             "low < high, both finite")
 
 
 def sampling_ranges(graph: Graph, given: dict) -> dict[str, dict]:

@@ -18,6 +18,11 @@ Each op is written as its row's `sympy` field says (ops.py), compiled once into 
     cbrt                 real_root(x, 3): the real cube root, also of negative numbers
     hypot                sqrt(x**2 + y**2)
 
+A chain of `add`, `sub` and `neg` nodes, or of `mul` nodes, each used once by the next, is one
+flat SymPy `Add` or `Mul` of all its terms (`_chains`): `sum(u[i] * u[i+1] for i in ...)` is
+lowered to a chain of 10,000 two-argument adds, and as nested SymPy objects it was 10,000
+levels deep, past the recursion of every SymPy printer, `diff` and `lambdify`.
+
 Graphs are hash-consed, so a subexpression used twice is one SymPy object used twice; the tree
 that SymPy prints may still be exponentially larger than the graph (the determinant by minors
 has n! terms).
@@ -25,6 +30,7 @@ has n! terms).
 
 from __future__ import annotations
 
+import collections
 from typing import Callable
 
 import sympy as sp
@@ -89,13 +95,23 @@ def deep_call(depth: int, fn: Callable, *args, **kwargs):
 # Export
 
 
+def export_depth(graph: Graph, ids) -> int:
+    """The depth of the deepest SymPy expression that the nodes `ids` export to: the graph's
+    depth less the levels that flat chains (`_chains`) fold into one Add or Mul."""
+    live = _live(graph, ids)
+    return _flat_depth(graph, ids, live, _chains(graph, ids, live))
+
+
 def export_nodes(graph: Graph, ids, atom: Callable) -> dict[int, sp.Expr]:
     """SymPy expressions of the nodes `ids`, in one forward loop over what they reach.
 
     `atom(name, k)` gives the symbol of element `k` of input `name`. Expressions deeper than
     `UNEVALUATED_DEPTH` are built unevaluated: the tree of the graph as it is, `x*x` not `x**2`.
     """
-    return _export(graph, ids, atom, frozenset(), None, graph_depth(graph, ids))
+    live = _live(graph, ids)
+    chained = _chains(graph, ids, live)
+    return _export(graph, ids, atom, frozenset(), None, _flat_depth(graph, ids, live, chained),
+                   live, chained)
 
 
 def export_shared(graph: Graph, ids, atom: Callable, symbols) -> tuple[list, dict]:
@@ -117,19 +133,23 @@ def export_shared(graph: Graph, ids, atom: Callable, symbols) -> tuple[list, dic
         if live[i]:
             for a in set(node.args):
                 users[a] += 1
-    # Named too: a chain of single uses deeper than INLINE_DEPTH, cut there, so that no one
-    # formula is deep (SymPy's evaluation of a deep Add or Piecewise walks all of it).
+    # A node of a flat chain is written inside the chain's one Add or Mul, never named (it
+    # has one user) and adds no level. Named too: a part of a formula deeper than
+    # INLINE_DEPTH, cut there, so that no one formula is deep (SymPy's evaluation of a deep
+    # Piecewise walks all of it).
+    chained = _chains(graph, ids, live)
     shared = set()
     depths = [1] * len(nodes)
     for i, node in enumerate(nodes):
         if not live[i] or node.op in ("const", "input"):
             continue
-        depths[i] = 1 + max((1 if a in shared else depths[a]) for a in node.args)
-        if users[i] > 1 or depths[i] > INLINE_DEPTH:
+        depths[i] = (0 if chained[i] else 1) + max((1 if a in shared else depths[a])
+                                                  for a in node.args)
+        if not chained[i] and (users[i] > 1 or depths[i] > INLINE_DEPTH):
             shared.add(i)
     assignments: list = []
     exprs = _export(graph, ids, atom, frozenset(shared), (symbols, assignments), INLINE_DEPTH,
-                    live)
+                    live, chained)
     return assignments, exprs
 
 
@@ -146,21 +166,118 @@ def _live(graph: Graph, ids) -> bytearray:
     return live
 
 
+# ---------------------------------------------------------------------------------------------
+# Flat chains
+
+# The ops that join a flat chain, by the SymPy object the chain becomes.
+_FAMILY = {"add": "add", "sub": "add", "neg": "add", "mul": "mul"}
+
+
+def _chains(graph: Graph, ids, live: bytearray) -> bytearray:
+    """1 for every node written inside its user's flat Add or Mul rather than on its own:
+    an `add`, `sub` or `neg` used exactly once, by an `add`, `sub` or `neg`, and not an
+    output; the same for `mul` under `mul`. Uses are counted with repetition: in `s * s`
+    the sum `s` is one factor twice, not a chain."""
+    nodes = graph.nodes
+    uses = [0] * len(nodes)
+    user = [0] * len(nodes)
+    for i in ids:
+        uses[i] += 2  # an output is written whole, whatever else uses it
+    for i, node in enumerate(nodes):
+        if live[i]:
+            for a in node.args:
+                uses[a] += 1
+                user[a] = i
+    chained = bytearray(len(nodes))
+    for i, node in enumerate(nodes):
+        family = _FAMILY.get(node.op)
+        if live[i] and family and uses[i] == 1 and _FAMILY.get(nodes[user[i]].op) == family:
+            chained[i] = 1
+    return chained
+
+
+def _flat_depth(graph: Graph, ids, live: bytearray, chained: bytearray) -> int:
+    """`graph_depth` with the nodes of flat chains adding no level."""
+    nodes = graph.nodes
+    depths = [1] * len(nodes)
+    for i, node in enumerate(nodes):
+        if live[i] and node.args:
+            depths[i] = (0 if chained[i] else 1) + max(depths[a] for a in node.args)
+    return max((depths[i] for i in ids), default=0)
+
+
+class _Terms:
+    """The terms (or factors) of a flat chain as it is built: `(sign, expr, alt)` items,
+    `alt` None where it is `expr` (see `Arg`), each item's sign relative to `sign`.
+
+    Joining two chains moves the shorter one's items into the longer one, so a chain of n
+    nodes, nested to the left, to the right or as a tree, is built in O(n log n) steps; `neg`
+    flips `sign` alone.
+    """
+
+    __slots__ = ("items", "sign")
+
+    def __init__(self, items, sign: int = 1):
+        self.items = collections.deque(items)
+        self.sign = sign
+
+    def join(self, other: _Terms) -> _Terms:
+        """`self`'s items, then `other`'s."""
+        if len(self.items) >= len(other.items):
+            flip = self.sign * other.sign
+            self.items.extend((s * flip, x, alt) for s, x, alt in other.items)
+            return self
+        flip = self.sign * other.sign
+        other.items.extendleft((s * flip, x, alt) for s, x, alt in reversed(self.items))
+        return other
+
+    def negated(self) -> _Terms:
+        self.sign = -self.sign
+        return self
+
+    def build(self, family: str) -> tuple:
+        """The chain as one SymPy Add or Mul, and its `alt` (None where it is the same)."""
+        join = sp.Add if family == "add" else sp.Mul
+
+        def signed(sign, x):
+            return x if sign * self.sign > 0 else -x
+
+        expr = join(*(signed(s, x) for s, x, _ in self.items))
+        if all(alt is None for _, _, alt in self.items):
+            return expr, None
+        return expr, join(*(signed(s, x if alt is None else alt) for s, x, alt in self.items))
+
+
+def _chain_terms(node, terms: dict, exprs: list, alts: list, chained: bytearray) -> _Terms:
+    """The terms of the chain that ends at `node`, taken from its arguments' chains."""
+    parts = [terms.pop(a) if chained[a] else _Terms([(1, exprs[a], alts[a])])
+             for a in node.args]
+    if node.op == "neg":
+        return parts[0].negated()
+    if node.op == "sub":
+        parts[1].negated()
+    return parts[0].join(parts[1])
+
+
+# ---------------------------------------------------------------------------------------------
+# The export loop
+
+
 def _export(graph: Graph, ids, atom: Callable, shared: frozenset, naming, depth: int,
-            live: bytearray | None = None) -> dict:
-    live = _live(graph, ids) if live is None else live
+            live: bytearray, chained: bytearray) -> dict:
     if depth > UNEVALUATED_DEPTH:
         with sp.evaluate(False):
-            return _export_nodes(graph, atom, shared, naming, live, ids)
-    return _export_nodes(graph, atom, shared, naming, live, ids)
+            return _export_nodes(graph, atom, shared, naming, live, chained, ids)
+    return _export_nodes(graph, atom, shared, naming, live, chained, ids)
 
 
 def _export_nodes(graph: Graph, atom: Callable, shared: frozenset, naming, live: bytearray,
-                  ids) -> dict[int, sp.Expr]:
+                  chained: bytearray, ids) -> dict[int, sp.Expr]:
     nodes = graph.nodes
     exprs: list = [None] * len(nodes)
     alts: list = [None] * len(nodes)  # None: the same as exprs[i]
     rels: dict[int, object] = {}
+    terms: dict[int, _Terms] = {}  # chained node -> its chain so far, until its user takes it
     for i, node in enumerate(nodes):
         if not live[i]:
             continue
@@ -171,6 +288,17 @@ def _export_nodes(graph: Graph, atom: Callable, shared: frozenset, naming, live:
             exprs[i] = atom(*node.attr)
             continue
         name = node.op
+        family = _FAMILY.get(name)
+        if family and (chained[i] or any(chained[a] for a in node.args)):
+            chain = _chain_terms(node, terms, exprs, alts, chained)
+            if chained[i]:
+                terms[i] = chain
+                continue
+            exprs[i], alts[i] = chain.build(family)
+            if naming is not None and i in shared and not exprs[i].is_Atom:
+                exprs[i] = _name(naming, exprs[i])
+                alts[i] = None
+            continue
         args = [Arg(exprs[a], exprs[a] if alts[a] is None else alts[a], rels.get(a))
                 for a in node.args]
         result = SYMPY_FUNCS[name](args)
@@ -227,7 +355,7 @@ def to_sympy(graph: Graph, names=None, real: bool = True) -> dict:
     names = _output_names(graph, names)
     syms = Symbols(graph, real)
     ids = [i for name in names for i in graph.outputs[name].ids]
-    exprs = deep_call(graph_depth(graph, ids), export_nodes, graph, ids,
+    exprs = deep_call(export_depth(graph, ids), export_nodes, graph, ids,
                       lambda name, k: syms.public[name][k])
     return {name: shaped([exprs[i] for i in graph.outputs[name].ids], graph.outputs[name].shape)
             for name in names}

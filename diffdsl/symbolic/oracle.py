@@ -14,7 +14,7 @@ import sympy as sp
 from ..graph import autodiff
 from ..graph.ir import Graph
 from ..graph.ops import OPS
-from .export import Symbols, deep_call, function_exprs, graph_depth, jacobian_exprs, shaped
+from .export import Symbols, deep_call, export_depth, function_exprs, jacobian_exprs, shaped
 from .formulas import derivatives_latex
 
 DIGITS = 50  # digits of the arithmetic that compares two formulas at a point
@@ -68,7 +68,7 @@ def sympy_derivatives(graph: Graph, of: str | None = None, wrt=None,
     """The oracle: the exported output differentiated by `sympy.diff`, per input element."""
     of = autodiff.pick_output(graph, of)
     wrt = autodiff.pick_inputs(graph, wrt)
-    return deep_call(graph_depth(graph, graph.outputs[of].ids), _sympy_derivatives,
+    return deep_call(export_depth(graph, graph.outputs[of].ids), _sympy_derivatives,
                      graph, of, wrt, real)
 
 
@@ -91,7 +91,7 @@ def our_derivatives(graph: Graph, of: str | None = None, wrt=None,
     jac = autodiff.jacobian(graph, of, wrt)
     syms = Symbols(graph, real)
     ids = [i for name in wrt for i in jac.outputs[autodiff.d_name(name)].ids]
-    flat = deep_call(graph_depth(jac, ids), jacobian_exprs, jac, wrt,
+    flat = deep_call(export_depth(jac, ids), jacobian_exprs, jac, wrt,
                      lambda name, k: syms.public[name][k])
     out_shape = graph.outputs[of].shape
     return Derivatives(of, out_shape, {

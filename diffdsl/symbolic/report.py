@@ -12,9 +12,12 @@ from .check import RANK
 def format_check(report: dict, ranges: dict | None = None) -> str:
     """Human-readable lines for a `check` report; first, where the points came from when
     `ranges` (`domains.sampling_ranges`, the report's `.ranges`) says it was not the
-    default."""
+    default, or how many were given (the report's `.given`)."""
     lines = [domains.describe(name, entry) for name, entry in (ranges or {}).items()
              if entry["from"] != "default"]
+    given = getattr(report, "given", 0)
+    if given:
+        lines.append("at the point given" if given == 1 else f"at the {given} points given")
     outs = list(dict.fromkeys(list(report["symbolic"]) + list(report["numeric"])))
     for out in outs:
         sym_out = report["symbolic"].get(out, {})
@@ -42,8 +45,25 @@ def format_check(report: dict, ranges: dict | None = None) -> str:
                              f"sympy {m['sympy']}")
             if sym is not None and sym["status"] == "skipped" and sym.get("reason"):
                 lines.append(f"  skipped: {sym['reason']}")
-    lines.append("ok" if report["ok"] else "FAILED: derivatives disagree")
+    lines += _verdict(report)
     return "\n".join(lines)
+
+
+def _verdict(report: dict) -> list[str]:
+    """The last lines: ok, a failure, or what was not checked and how to check it."""
+    status = report.get("status", "ok" if report["ok"] else "mismatch")
+    if status == "ok":
+        return ["ok"]
+    if status == "mismatch":
+        return ["FAILED: derivatives disagree"]
+    pairs = report.get("unchecked", [])
+    if not pairs:
+        return ["NOT CHECKED: the program has no inputs, so it has no derivatives to compare"]
+    which = ", ".join(f"d/d{name} of {out}" for out, name in pairs)
+    return [f"NOT CHECKED: nothing was compared for {which}: SymPy skipped every element, "
+            "and the output is finite at none of the points",
+            "  give points inside the program's domain: --inputs NAME=VALUE ... (a batch of "
+            "values is a point a row), or --domain NAME=LO:HI"]
 
 
 def _symbolic_phrase(sym: dict) -> str:
