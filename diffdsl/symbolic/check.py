@@ -68,6 +68,9 @@ CASES_LIMIT = 6  # relations up to which a Piecewise is split into cases (2**n o
 CASE_SIMPLIFY_LIMIT = 200  # count_ops up to which `simplify` is tried on each case
 TREE_LIMIT = 1_000_000  # tree size beyond which SymPy is not asked at all
 DEPTH_LIMIT = 300  # SymPy recurses over expressions; deeper ones exhaust Python's stack
+# Elements times terms up to which expressions deep only in the graph (long flat sums, which
+# SymPy gets shallow) are still compared: each element's sympy.diff walks its whole sum.
+CHAIN_WORK_LIMIT = 2_000_000
 MAX_REPORTED = 20  # mismatches listed per output and input
 
 # numeric
@@ -262,11 +265,19 @@ def _symbolic(graph: Graph, out: str, jac: Graph, syms, x0: dict, jac_values: di
     jac_ids = [i for n in names for i in jac.outputs[autodiff.d_name(n)].ids]
     big = max([sizes[i] for i in out_port.ids] + [jac_sizes[i] for i in jac_ids])
     deep = max([depths[i] for i in out_port.ids] + [jac_depths[i] for i in jac_ids])
+    chained = False  # deep in the graph, shallow as SymPy gets it: long flat sums
+    if deep > DEPTH_LIMIT:
+        deep = max(symbolic.export_depth(graph, out_port.ids),
+                   symbolic.export_depth(jac, jac_ids))
+        chained = deep <= DEPTH_LIMIT
+    work = big * out_port.size * sum(port.size for port in graph.inputs.values())
     reason = None
     if big >= TREE_LIMIT:
         reason = f"the expressions have more than {TREE_LIMIT} terms written out"
     elif deep > DEPTH_LIMIT:
         reason = f"the expressions are {deep} operations deep (SymPy recurses over them)"
+    elif chained and work > CHAIN_WORK_LIMIT:
+        reason = f"long sums: {work:,} terms to differentiate (elements times terms)"
     if reason is None:
         try:
             f = symbolic.function_exprs(graph, out, syms.plain_atom)
