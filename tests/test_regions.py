@@ -328,3 +328,30 @@ def test_cuda_runs_regions_written_out(name):
     values = point(regions, np.random.default_rng(2), rows=2)
     close(regions(values, backend="cuda"), regions(values, backend="cpu"))
     close(regions.grad(values, backend="cuda"), regions.grad(values, backend="cpu"))
+
+
+
+@pytest.mark.parametrize("fn", ["min", "max", "logsumexp"])
+@pytest.mark.parametrize("data", ["distinct", "ties", "nan"])
+def test_min_max_and_logsumexp_of_a_long_generator(fn, data):
+    """A min or max over a loop kept as a loop folds left as the written-out one does (the
+    earlier value on a tie, NaN as the op's comparison has it) and sends its derivative to
+    the iteration it came from; logsumexp shifts by that max. Against both written out."""
+    source = ("const n = 70\ninput x[n]\ninput w\n"
+              f"output y = {fn}(sin(w * x[i]) * x[i] for i in range(n)) * w\n")
+    regions, unrolled = both(source)
+    assert has_regions(regions.graph)
+    x = np.random.default_rng(4).normal(size=70)
+    if data == "ties":
+        x = np.round(x)  # many equal values, several of them the largest
+    if data == "nan":
+        x[[10, 50]] = np.nan
+    values = {"x": x, "w": 0.7}
+    for backend in ("cpu", "numpy"):
+        close(regions(values, backend=backend), unrolled(values, backend=backend))
+        close(regions.grad(values, backend=backend), unrolled.grad(values, backend=backend))
+        if data == "ties" and backend == "cpu":  # second order: slow written out
+            close(regions.hessian(values, backend=backend),
+                  unrolled.hessian(values, backend=backend))
+            close(regions.jacobian(values, mode="forward", backend=backend),
+                  unrolled.jacobian(values, backend=backend))

@@ -88,12 +88,25 @@ def loop(graph: Graph, plan, i: int, value, port, block: list, t: str, prefix: s
             f"{r}.row = getelementptr inbounds {t}, ptr {buf}, i64 {r}.mq"]
     bind("@map", f"{r}.row", "map")
     out.append(f"call void @{prefix}b{i}.run(ptr {r}.pp, ptr {body_scratch})")
+    if region.winners:
+        out.append(f"{r}.later = icmp ne i64 {r}.it, 0")
     for e in range(region.sums):
         out += [f"{r}.t{e}.p = getelementptr inbounds {t}, ptr {r}.sums, i64 {e}",
                 f"{r}.t{e} = load {t}, ptr {r}.t{e}.p",
-                f"{r}.u{e} = load {t}, ptr {r}.acc{e}",
-                f"{r}.v{e} = fadd {t} {r}.u{e}, {r}.t{e}",
-                f"store {t} {r}.v{e}, ptr {r}.acc{e}"]
+                f"{r}.u{e} = load {t}, ptr {r}.acc{e}"]
+        kind = region.kind(e)
+        if kind == "add":
+            out.append(f"{r}.v{e} = fadd {t} {r}.u{e}, {r}.t{e}")
+        else:  # min or max: keep the earlier value on a tie (`ole`/`oge` as the op's row)
+            w = scratch(f"{r}.w{e}.p", area["buf"] + region.winner_value(e))
+            out += [f"{r}.cmp{e} = fcmp {'ole' if kind == 'min' else 'oge'} {t} {r}.u{e}, "
+                    f"{r}.t{e}",
+                    f"{r}.k{e} = and i1 {r}.later, {r}.cmp{e}",
+                    f"{r}.v{e} = select i1 {r}.k{e}, {t} {r}.u{e}, {t} {r}.t{e}",
+                    f"{r}.wo{e} = load {t}, ptr {w}",
+                    f"{r}.wn{e} = select i1 {r}.k{e}, {t} {r}.wo{e}, {t} {r}.itf",
+                    f"store {t} {r}.wn{e}, ptr {w}"]
+        out.append(f"store {t} {r}.v{e}, ptr {r}.acc{e}")
     out += [f"{r}.next = add i64 {r}.it, 1", f"{r}.more = icmp slt i64 {r}.next, {region.n}",
             f"br i1 {r}.more, label %r{i}.head, label %r{i}.done", f"r{i}.done:"]
     block[0] = f"r{i}.done"

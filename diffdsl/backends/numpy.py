@@ -33,7 +33,17 @@ def _region(region, args: list, rows: int | None, dtype) -> np.ndarray:
     out = evaluate(region.body, given, dtype)
     sums = out["@sum"].reshape(r, n, region.sums)
     total = np.cumsum(sums, axis=1)[:, -1, :]  # a running sum adds in order
-    values = np.concatenate([total, out["@map"].reshape(r, n * region.maps)], axis=1)
+    winners = []
+    for e in region.winners:  # folded left as the op folds: the earlier value on a tie
+        keep = np.less_equal if region.kind(e) == "min" else np.greater_equal
+        best, won = sums[:, 0, e].copy(), np.zeros(r, dtype=dtype)
+        for i in range(1, n):
+            kept = keep(best, sums[:, i, e])
+            best = np.where(kept, best, sums[:, i, e])
+            won = np.where(kept, won, dtype.type(i))
+        total[:, e] = best
+        winners.append(won[:, None])
+    values = np.concatenate([total, out["@map"].reshape(r, n * region.maps)] + winners, axis=1)
     return values if rows is not None else values[0]
 
 

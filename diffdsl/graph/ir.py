@@ -350,6 +350,9 @@ def _check_looped(nodes, i: int, node: Node) -> None:
         _fault(i, node, f"the body's ports are {list(body.inputs)} -> {list(body.outputs)}")
     if body.inputs["@i"].size != 1 or body.inputs["@c"].size != region.captures:
         _fault(i, node, "the body's @i or @c does not match the region")
+    if region.combine and (len(region.combine) != region.sums or
+                           not set(region.combine) <= {"add", "min", "max"}):
+        _fault(i, node, f"a region combines its sums by {region.combine!r}")
     count = region.captures
     for (length, stride, offset), width in zip(region.streams, region.widths(), strict=True):
         last = offset + stride * (region.n - 1) + width - 1

@@ -35,21 +35,35 @@ def _ports(ports: dict) -> dict[str, Port]:
     return {name: Port((len(ids),), tuple(ids)) for name, ids in ports.items()}
 
 
-def region_pullback(b: Builder, node, cts: dict[int, int], active: bytearray,
+def _at_winner(bb: Builder, index: int, winner: int, value: int) -> int:
+    """`value` in the iteration a min or max came from, 0 in the others."""
+    return bb.select(bb.op("eq", index, winner), value, bb.const(0.0))
+
+
+def region_pullback(b: Builder, at: int, node, cts: dict[int, int], active: bytearray,
                     sweep) -> list:
-    """The cotangent parts of a region node's arguments (None where none), given the
-    cotangents `cts` of its values; `sweep` is the module of the sweeps."""
+    """The cotangent parts of the arguments of region node `at` (None where none), given
+    the cotangents `cts` of its values; `sweep` is the module of the sweeps. A min or max
+    sends its cotangent to the iteration it came from (its winner, captured)."""
     region: Region = node.attr
     captures, streams = split_args(region, node.args)
     p, q, n = region.sums, region.maps, region.n
+    won = region.winners
     seeded_maps = q > 0 and any(p + k in cts for k in range(n * q))
     bb = Builder()
-    ports = _body_inputs(bb, region, p, [q] if seeded_maps else [])
+    ports = _body_inputs(bb, region, p + len(won), [q] if seeded_maps else [])
     given = {"@i": ports["@i"], "@c": ports["@c"][:region.captures]}
     for j in range(len(streams)):
         given[f"@s{j}"] = ports[f"@s{j}"]
     out = inline(bb, region.body, given)
-    seeds = [(out["@sum"][e], ports["@c"][region.captures + e]) for e in range(p) if e in cts]
+    seeds = []
+    for e in range(p):
+        if e in cts:
+            seed = ports["@c"][region.captures + e]
+            if e in won:
+                winner = ports["@c"][region.captures + p + won.index(e)]
+                seed = _at_winner(bb, ports["@i"][0], winner, seed)
+            seeds.append((out["@sum"][e], seed))
     if seeded_maps:
         seed_port = ports[f"@s{len(streams)}"]
         seeds += [(out["@map"][t], seed_port[t]) for t in range(q)]
@@ -63,16 +77,17 @@ def region_pullback(b: Builder, node, cts: dict[int, int], active: bytearray,
     maps = [ct.get(i, zero) for j in live_streams for i in ports[f"@s{j}"]]
     body = body_graph(bb.nodes, _ports(ports), sums, maps)
     seed_args = [cts.get(e, b.const(0.0)) for e in range(p)]
+    seed_args += [b.part(at, region.winner_value(e)) for e in won]
     new_streams = list(region.streams)
     stream_args = [a for ids in streams for a in ids]
     if seeded_maps:
         new_streams.append((n * q, q, 0))
         stream_args += [cts.get(p + k, b.const(0.0)) for k in range(n * q)]
-    back = Region(n, body, region.captures + p, tuple(new_streams))
+    back = Region(n, body, region.captures + p + len(won), tuple(new_streams))
     r = b.region(back, captures + seed_args + stream_args)
     parts: list = [None] * len(node.args)
-    for at, k in enumerate(live_caps):
-        parts[k] = b.part(r, at)
+    for m, k in enumerate(live_caps):
+        parts[k] = b.part(r, m)
     width = len(maps)  # the map outputs of one iteration
     column = 0
     bases = _stream_bases(region)
@@ -97,10 +112,12 @@ def _stream_bases(region: Region) -> list[int]:
     return bases
 
 
-def region_tangent(b: Builder, node, ts: list, sweep) -> int:
-    """A region node whose values are the tangents of `node`'s, given the tangents `ts` of its
-    arguments (None where none)."""
+def region_tangent(b: Builder, at: int, node, ts: list, sweep) -> int:
+    """A region node whose values are the tangents of those of region node `at`, given the
+    tangents `ts` of its arguments (None where none): its sums and maps, and no winners (a
+    winner is piecewise constant). A min's or max's tangent is the one of its winner."""
     region: Region = node.attr
+    won = region.winners
     k = region.captures
     captures, streams = split_args(region, node.args)
     cap_t = [c for c in range(k) if ts[c] is not None]
@@ -109,24 +126,29 @@ def region_tangent(b: Builder, node, ts: list, sweep) -> int:
                 if any(ts[bases[j] + e] is not None for e in range(length))]
     bb = Builder()
     widths = region.widths()
-    ports = _body_inputs(bb, region, len(cap_t), [widths[j] for j in stream_t])
+    ports = _body_inputs(bb, region, len(cap_t) + len(won), [widths[j] for j in stream_t])
     given = {"@i": ports["@i"], "@c": ports["@c"][:k]}
     for j in range(len(streams)):
         given[f"@s{j}"] = ports[f"@s{j}"]
     out = inline(bb, region.body, given)
-    tangents = {ports["@c"][c]: ports["@c"][k + at] for at, c in enumerate(cap_t)}
-    for at, j in enumerate(stream_t):
-        for x, dx in zip(ports[f"@s{j}"], ports[f"@s{len(streams) + at}"], strict=True):
+    tangents = {ports["@c"][c]: ports["@c"][k + m] for m, c in enumerate(cap_t)}
+    for m, j in enumerate(stream_t):
+        for x, dx in zip(ports[f"@s{j}"], ports[f"@s{len(streams) + m}"], strict=True):
             tangents[x] = dx
     t = sweep.forward(bb, len(bb.nodes), sweep.active_nodes(bb, set(tangents)), tangents)
     zero = bb.const(0.0)
-    body = body_graph(bb.nodes, _ports(ports), [t.get(i, zero) for i in out["@sum"]],
-                      [t.get(i, zero) for i in out["@map"]])
+    sums = [t.get(i, zero) for i in out["@sum"]]
+    for w, e in enumerate(won):
+        winner = ports["@c"][k + len(cap_t) + w]
+        sums[e] = _at_winner(bb, ports["@i"][0], winner, sums[e])
+    body = body_graph(bb.nodes, _ports(ports), sums, [t.get(i, zero) for i in out["@map"]])
     zero_outer = b.const(0.0)
-    args = captures + [ts[c] for c in cap_t] + [a for ids in streams for a in ids]
+    args = captures + [ts[c] for c in cap_t] + [b.part(at, region.winner_value(e)) for e in won]
+    args += [a for ids in streams for a in ids]
     new_streams = list(region.streams)
     for j in stream_t:
         new_streams.append(region.streams[j])
         args += [ts[bases[j] + e] if ts[bases[j] + e] is not None else zero_outer
                  for e in range(region.streams[j][0])]
-    return b.region(Region(region.n, body, k + len(cap_t), tuple(new_streams)), args)
+    return b.region(Region(region.n, body, k + len(cap_t) + len(won), tuple(new_streams)),
+                    args)

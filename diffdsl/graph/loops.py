@@ -62,13 +62,23 @@ def unroll(b: Builder, region: Region, args) -> list[int]:
     """The region's values (see `Region`) as scalar nodes of `b`: its body inlined n times,
     the sums added in iteration order (as lowering adds an unrolled sum's terms)."""
     sums: list[int | None] = [None] * region.sums
+    winners: list[int | None] = [None] * region.sums
     stacked: list[int] = []
     for i in range(region.n):
         out = inline(b, region.body, iteration_inputs(b, region, args, i))
         for k, v in enumerate(out["@sum"]):
-            sums[k] = v if sums[k] is None else b.add(sums[k], v)
+            kind = region.kind(k)
+            if sums[k] is None:
+                sums[k], winners[k] = v, b.const(0.0)
+            elif kind == "add":
+                sums[k] = b.add(sums[k], v)
+            else:  # min or max keeps the earlier value on a tie: its winner too
+                kept = b.op("le" if kind == "min" else "ge", sums[k], v)
+                sums[k] = b.op(kind, sums[k], v)
+                winners[k] = b.select(kept, winners[k], b.const(float(i)))
         stacked += out["@map"]
-    return [v if v is not None else b.const(0.0) for v in sums] + stacked
+    return [v if v is not None else b.const(0.0) for v in sums] + stacked + \
+        [winners[e] for e in region.winners]
 
 
 def expand(graph: Graph) -> Graph:
@@ -100,15 +110,18 @@ def _expanded(region: Region) -> Region:
     body = expand(region.body)
     if body is region.body:
         return region
-    return Region(region.n, body, region.captures, region.streams)
+    return Region(region.n, body, region.captures, region.streams, region.combine)
 
 
-def make_region(n: int, body: Graph, captures: list[int], streams: list[tuple]) -> tuple:
+def make_region(n: int, body: Graph, captures: list[int], streams: list[tuple],
+                combine: tuple = ()) -> tuple:
     """The attribute and arguments of a region node: `streams` holds, per stream, (its
     elements' node ids, stride, offset); the body's "@s{j}" port gives the width."""
     spec = tuple((len(ids), stride, offset) for ids, stride, offset in streams)
     args = list(captures) + [i for ids, _, _ in streams for i in ids]
-    return Region(n, body, len(captures), spec), args
+    if all(k == "add" for k in combine):
+        combine = ()
+    return Region(n, body, len(captures), spec, tuple(combine)), args
 
 
 def body_graph(nodes: list[Node], inputs: dict[str, Port], sums: list[int],

@@ -16,16 +16,30 @@ class Region:
     the next `length` arguments of the node, an array's elements in row-major order; iteration
     i reads its elements `offset + stride * i + t` for t below the width of port "@s{j}".
     The region's values, read by `part` nodes, are the sums, then iteration 0's map outputs,
-    iteration 1's, ...
+    iteration 1's, ..., then, for each "@sum" output combined by `min` or `max` (`combine`,
+    one kind per output, "add" where empty), the iteration it came from (its winner, as a
+    real): the outputs are folded left in iteration order with the op of that name, which
+    keeps the earlier value on a tie, as the unrolled `min(...)` and `max(...)` do.
     """
 
     n: int
     body: object  # ir.Graph
     captures: int
     streams: tuple[tuple[int, int, int], ...]  # (length, stride, offset) per stream
+    combine: tuple[str, ...] = ()  # per "@sum" output: "add", "min" or "max"; () all "add"
 
     def key(self) -> str:
-        return f"{self.n}:{self.captures}:{self.streams}:{self.body.key()}"
+        kinds = f":{','.join(self.combine)}" if any(k != "add" for k in self.combine) else ""
+        return f"{self.n}:{self.captures}:{self.streams}:{self.body.key()}{kinds}"
+
+    def kind(self, e: int) -> str:
+        """How "@sum" output `e` is combined over the iterations."""
+        return self.combine[e] if self.combine else "add"
+
+    @property
+    def winners(self) -> list[int]:
+        """The "@sum" outputs combined by min or max, each with a winner among the values."""
+        return [e for e in range(self.sums) if self.kind(e) != "add"]
 
     def __eq__(self, other) -> bool:
         return isinstance(other, Region) and self.key() == other.key()
@@ -43,8 +57,12 @@ class Region:
 
     @property
     def size(self) -> int:
-        """How many values the region has: its sums, then n rows of map outputs."""
-        return self.sums + self.n * self.maps
+        """How many values the region has: its sums, n rows of map outputs, the winners."""
+        return self.sums + self.n * self.maps + len(self.winners)
+
+    def winner_value(self, e: int) -> int:
+        """The value that holds the winner of min/max output `e`."""
+        return self.sums + self.n * self.maps + self.winners.index(e)
 
     def widths(self) -> list[int]:
         return [self.body.inputs[f"@s{j}"].size for j in range(len(self.streams))]

@@ -76,7 +76,7 @@ def reverse(b: Builder, stop: int, active: bytearray, seeds: list[tuple[int, int
         if node.op == "region":
             if i not in reached:
                 continue
-            parts = loop_sweeps.region_pullback(b, node, reached.pop(i), active, _self())
+            parts = loop_sweeps.region_pullback(b, i, node, reached.pop(i), active, _self())
             routes = copies = False
         else:
             c = ct.get(i)
@@ -167,7 +167,8 @@ def forward(b: Builder, stop: int, active: bytearray, tangents: dict[int, int],
         if node.op in LOOPED:
             if node.op == "part":
                 r = node.args[0]
-                if r in region_tangent:
+                # A winner of a min or max (beyond the tangent region's values) has none.
+                if r in region_tangent and node.attr < b.nodes[region_tangent[r]].attr.size:
                     t[i] = b.part(region_tangent[r], node.attr)
                     guard[i] = guard[r]
                 continue
@@ -176,7 +177,7 @@ def forward(b: Builder, stop: int, active: bytearray, tangents: dict[int, int],
                 gs = [guard.get(a) for a in node.args]
                 ts = [x if x is None or g is None else b.select(g, x, b.const(0.0))
                       for x, g in zip(ts, gs, strict=True)]
-                region_tangent[i] = loop_sweeps.region_tangent(b, node, ts, _self())
+                region_tangent[i] = loop_sweeps.region_tangent(b, i, node, ts, _self())
                 guard[i] = _any_guard(b, ts, gs)
             continue
         row = OPS[node.op]

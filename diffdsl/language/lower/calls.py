@@ -17,7 +17,7 @@ from .axes import keyword_call
 from .derivatives import DERIVATIVES, lower_derivative
 from .exprs import generate
 from .names import FunctionScope, suggest_function
-from .regions import region_sum, regular_range
+from .regions import region_reduce, regular_range
 
 RECURSION_LIMIT = 1000
 
@@ -51,12 +51,12 @@ def generator_call(lw, e: s.GenCall, scope):
         raise TypeMismatchError(f"'{e.func}' does not take a generator; only "
                                 f"{', '.join(GENERATOR_BUILTINS[:-1])} and "
                                 f"{GENERATOR_BUILTINS[-1]} do", e.func_span)
-    if e.func in ("sum", "mean"):
+    if e.func in ("sum", "mean", "min", "max", "logsumexp"):
         n = regular_range(lw, e.clauses, scope)
         if n is not None:  # long and perhaps regular: tried as a loop that stays a loop
-            total = region_sum(lw, e.elt, e.clauses[0], n, scope)
+            total = region_reduce(lw, e, n, scope)
             if total is not None:
-                return total if e.func == "sum" else lw.v.arith("/", total, n, e.span)
+                return total
     items: list = []
     generate(lw, e.elt, e.clauses, 0, scope, items)
     return reduce_items(lw.v, e.func, items, e.span)

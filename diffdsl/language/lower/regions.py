@@ -24,6 +24,7 @@ from ...errors import DiffDSLError
 from ...graph.ir import Builder, Node, Port
 from ...graph.loops import body_graph, make_region
 from .. import syntax as s
+from ..builtins.common import Scalars
 from ..loop_index import Index
 from ..values import Dyn, is_array
 
@@ -123,7 +124,7 @@ class BodyBuilder:
         self.reads[j].add(offset)
         return self._own(self.inner.input(f"@s{j}", offset))
 
-    def finish(self, sums: list, maps: list) -> int:
+    def finish(self, sums: list, maps: list, combine: tuple = ()) -> int:
         """The region node, built in the parent, of this body with outputs `sums` (added
         over the iterations) and `maps` (stacked); each a value of the body."""
         sums = [self._inner(self._node(x)) for x in sums]
@@ -151,7 +152,7 @@ class BodyBuilder:
             ports[f"@s{j}"] = Port((len(ids),), tuple(ids))
             streams.append((items, stride_of(self.streams, j), low))
         body = body_graph(nodes, ports, sums, maps)
-        region, args = make_region(self.n, body, list(self.captured), streams)
+        region, args = make_region(self.n, body, list(self.captured), streams, combine)
         return self.parent.region(region, args)
 
     def parent_node(self, x) -> int:
@@ -194,9 +195,11 @@ def regular_range(lw, clauses, scope) -> int | None:
     return n
 
 
-def lower_region(lw, elt, clause, n: int, scope, kind: str):
-    """`sum(elt for NAME in range(n))` (kind "sum") or `[elt for NAME in range(n)]` ("map") as
-    a region; None when the body is irregular (then the caller unrolls it)."""
+def lower_region(lw, elt, clause, n: int, scope, kind: str, combine: str = "add", post=None):
+    """`sum(elt for NAME in range(n))` (kind "sum"; `combine` "min" or "max" for those, and
+    `post` a function of the element's value, lowered in the body) or
+    `[elt for NAME in range(n)]` ("map") as a region; None when the body is irregular (then
+    the caller unrolls it)."""
     parent, memo, budget_used = lw.v.b, lw.memo, lw.v.budget.used
     bb = BodyBuilder(parent, n)
     lw.v.b = lw.b = bb
@@ -206,7 +209,9 @@ def lower_region(lw, elt, clause, n: int, scope, kind: str):
         if kind == "sum":
             if is_array(value):
                 raise Irregular("a sum of arrays")
-            region = bb.finish([value], [])
+            if post is not None:
+                value = post(value)
+            region = bb.finish([value], [], (combine,))
             return ("sum", region)
         flat = list(value.flat) if is_array(value) else [value]
         shape = value.shape if is_array(value) else ()
@@ -220,12 +225,37 @@ def lower_region(lw, elt, clause, n: int, scope, kind: str):
         lw.memo = memo
 
 
-def region_sum(lw, elt, clause, n: int, scope):
-    """The value of a generator sum kept as a loop, or None (unroll it)."""
-    done = lower_region(lw, elt, clause, n, scope, "sum")
+def region_sum(lw, elt, clause, n: int, scope, combine: str = "add", post=None):
+    """The value of a generator sum (or min, or max) kept as a loop, or None (unroll it)."""
+    done = lower_region(lw, elt, clause, n, scope, "sum", combine, post)
     if done is None:
         return None
     return lw.v.dyn(lw.b.part(done[1], 0))
+
+
+def region_reduce(lw, e: s.GenCall, n: int, scope):
+    """`sum`, `mean`, `min`, `max` or `logsumexp` of a generator kept as a loop, or None.
+    The values are those of `builtins.reduce_items` on the loop written out: a left fold in
+    iteration order; logsumexp shifts by the max (0 where it is infinite) before `exp`."""
+    clause = e.clauses[0]
+    if e.func in ("sum", "mean", "min", "max"):
+        combine = e.func if e.func in ("min", "max") else "add"
+        total = region_sum(lw, e.elt, clause, n, scope, combine)
+        if total is None or e.func != "mean":
+            return total
+        return lw.v.arith("/", total, n, e.span)
+    if e.func != "logsumexp":
+        return None
+    m = region_sum(lw, e.elt, clause, n, scope, "max")
+    if m is None:
+        return None
+    a = Scalars(lw.v, e.span)
+    shift = a.sel(a.cmp("<", a.f("abs", m), math.inf), m, 0.0)
+    total = region_sum(lw, e.elt, clause, n, scope,
+                       post=lambda x: a.f("exp", a.sub(x, shift)))
+    if total is None:
+        return None
+    return a.add(shift, a.f("log", total))
 
 
 def region_map(lw, elt, clause, n: int, scope):
