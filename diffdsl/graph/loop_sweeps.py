@@ -35,16 +35,30 @@ def _ports(ports: dict) -> dict[str, Port]:
     return {name: Port((len(ids),), tuple(ids)) for name, ids in ports.items()}
 
 
+def _indicator(bb: Builder, present: bool, guard) -> int:
+    """1 where a derivative the body computed may be nonzero, 0 where it is exactly 0 (no
+    path, or a branch not taken): the sweeps' guard, carried out of the region."""
+    if not present:
+        return bb.const(0.0)
+    return bb.const(1.0) if guard is None else bb.select(guard, bb.const(1.0), bb.const(0.0))
+
+
 def _at_winner(bb: Builder, index: int, winner: int, value: int) -> int:
     """`value` in the iteration a min or max came from, 0 in the others."""
     return bb.select(bb.op("eq", index, winner), value, bb.const(0.0))
 
 
 def region_pullback(b: Builder, at: int, node, cts: dict[int, int], active: bytearray,
-                    sweep) -> list:
+                    sweep) -> tuple[list, list]:
     """The cotangent parts of the arguments of region node `at` (None where none), given
-    the cotangents `cts` of its values; `sweep` is the module of the sweeps. A min or max
-    sends its cotangent to the iteration it came from (its winner, captured)."""
+    the cotangents `cts` of its values, and beside each the condition under which it may be
+    nonzero (None: always); `sweep` is the module of the sweeps. A min or max sends its
+    cotangent to the iteration it came from (its winner, captured).
+
+    Where a cotangent inside the body is exactly 0 in some iterations (a select's branch not
+    taken), the region also returns where it is not (the sweep's guard: an indicator, its
+    maximum over the iterations for a capture), so that a partial derivative outside that
+    is infinite there meets a select, not 0 * inf."""
     region: Region = node.attr
     captures, streams = split_args(region, node.args)
     p, q, n = region.sums, region.maps, region.n
@@ -56,13 +70,14 @@ def region_pullback(b: Builder, at: int, node, cts: dict[int, int], active: byte
     for j in range(len(streams)):
         given[f"@s{j}"] = ports[f"@s{j}"]
     out = inline(bb, region.body, given)
-    seeds = []
+    seeds, seed_guards = [], {}
     for e in range(p):
         if e in cts:
             seed = ports["@c"][region.captures + e]
             if e in won:
                 winner = ports["@c"][region.captures + p + won.index(e)]
                 seed = _at_winner(bb, ports["@i"][0], winner, seed)
+                seed_guards[seed] = bb.op("eq", ports["@i"][0], winner)
             seeds.append((out["@sum"][e], seed))
     if seeded_maps:
         seed_port = ports[f"@s{len(streams)}"]
@@ -71,10 +86,22 @@ def region_pullback(b: Builder, at: int, node, cts: dict[int, int], active: byte
     live_streams = [j for j, ids in enumerate(streams) if any(active[a] for a in ids)]
     sources = {ports["@c"][k] for k in live_caps}
     sources |= {i for j in live_streams for i in ports[f"@s{j}"]}
-    ct = sweep.reverse(bb, len(bb.nodes), sweep.active_nodes(bb, sources), seeds)
+    inner: dict = {}
+    ct = sweep.reverse(bb, len(bb.nodes), sweep.active_nodes(bb, sources), seeds,
+                       guards_out=inner, seed_guards=seed_guards)
     zero = bb.const(0.0)
-    sums = [ct.get(ports["@c"][k], zero) for k in live_caps]
-    maps = [ct.get(i, zero) for j in live_streams for i in ports[f"@s{j}"]]
+    cap_nodes = [ports["@c"][k] for k in live_caps]
+    map_nodes = [i for j in live_streams for i in ports[f"@s{j}"]]
+    sums = [ct.get(x, zero) for x in cap_nodes]
+    maps = [ct.get(x, zero) for x in map_nodes]
+    # A cotangent the body never computes is exactly 0 in every iteration: no part is made
+    # for it outside. One that a branch may make 0 carries its guard out.
+    guarded = any(x in ct and inner.get(x) is not None for x in cap_nodes + map_nodes)
+    combine: tuple = ()
+    if guarded:
+        sums += [_indicator(bb, x in ct, inner.get(x)) for x in cap_nodes]
+        maps += [_indicator(bb, x in ct, inner.get(x)) for x in map_nodes]
+        combine = ("add",) * len(cap_nodes) + ("max",) * len(cap_nodes)
     body = body_graph(bb.nodes, _ports(ports), sums, maps)
     seed_args = [cts.get(e, b.const(0.0)) for e in range(p)]
     seed_args += [b.part(at, region.winner_value(e)) for e in won]
@@ -83,24 +110,38 @@ def region_pullback(b: Builder, at: int, node, cts: dict[int, int], active: byte
     if seeded_maps:
         new_streams.append((n * q, q, 0))
         stream_args += [cts.get(p + k, b.const(0.0)) for k in range(n * q)]
-    back = Region(n, body, region.captures + p + len(won), tuple(new_streams))
+    back = Region(n, body, region.captures + p + len(won), tuple(new_streams), combine)
     r = b.region(back, captures + seed_args + stream_args)
     parts: list = [None] * len(node.args)
+    shown: list = [None] * len(node.args)  # indicators of where each part may be nonzero
     for m, k in enumerate(live_caps):
+        if cap_nodes[m] not in ct:
+            continue
         parts[k] = b.part(r, m)
+        if guarded:
+            shown[k] = b.part(r, len(cap_nodes) + m)
     width = len(maps)  # the map outputs of one iteration
     column = 0
     bases = _stream_bases(region)
     for j in live_streams:
         _, stride, offset = region.streams[j]
         w = region.widths()[j]
+        reached = [ports[f"@s{j}"][t] in ct for t in range(w)]
         for i in range(n):
             for t in range(w):
+                if not reached[t]:
+                    continue
                 arg = bases[j] + offset + stride * i + t
-                v = b.part(r, len(sums) + i * width + column + t)
+                at_value = len(sums) + i * width + column + t
+                v = b.part(r, at_value)
                 parts[arg] = v if parts[arg] is None else b.add(parts[arg], v)
+                if guarded:
+                    g = b.part(r, at_value + len(map_nodes))
+                    shown[arg] = g if shown[arg] is None else b.add(shown[arg], g)
         column += w
-    return parts
+    zero_outer = b.const(0.0)
+    conds = [None if s is None else b.op("ne", s, zero_outer) for s in shown]
+    return parts, conds
 
 
 def _stream_bases(region: Region) -> list[int]:
@@ -112,10 +153,11 @@ def _stream_bases(region: Region) -> list[int]:
     return bases
 
 
-def region_tangent(b: Builder, at: int, node, ts: list, sweep) -> int:
+def region_tangent(b: Builder, at: int, node, ts: list, sweep) -> tuple:
     """A region node whose values are the tangents of those of region node `at`, given the
     tangents `ts` of its arguments (None where none): its sums and maps, and no winners (a
-    winner is piecewise constant). A min's or max's tangent is the one of its winner."""
+    winner is piecewise constant). A min's or max's tangent is the one of its winner. With
+    it, whether its values carry guards (see `region_pullback`); `tangent_value` reads it."""
     region: Region = node.attr
     won = region.winners
     k = region.captures
@@ -135,13 +177,27 @@ def region_tangent(b: Builder, at: int, node, ts: list, sweep) -> int:
     for m, j in enumerate(stream_t):
         for x, dx in zip(ports[f"@s{j}"], ports[f"@s{len(streams) + m}"], strict=True):
             tangents[x] = dx
-    t = sweep.forward(bb, len(bb.nodes), sweep.active_nodes(bb, set(tangents)), tangents)
+    inner: dict = {}
+    t = sweep.forward(bb, len(bb.nodes), sweep.active_nodes(bb, set(tangents)), tangents,
+                      guards_out=inner)
     zero = bb.const(0.0)
     sums = [t.get(i, zero) for i in out["@sum"]]
+    maps = [t.get(i, zero) for i in out["@map"]]
+    outs = list(out["@sum"]) + list(out["@map"])
+    guarded = any(x in t and inner.get(x) is not None for x in outs)
+    reached = tuple(x in t for x in outs)  # a tangent the body never computes is none
+    shown = [_indicator(bb, x in t, inner.get(x)) for x in out["@sum"]] if guarded else []
     for w, e in enumerate(won):
         winner = ports["@c"][k + len(cap_t) + w]
         sums[e] = _at_winner(bb, ports["@i"][0], winner, sums[e])
-    body = body_graph(bb.nodes, _ports(ports), sums, [t.get(i, zero) for i in out["@map"]])
+        if guarded:
+            shown[e] = _at_winner(bb, ports["@i"][0], winner, shown[e])
+    combine: tuple = ()
+    if guarded:
+        maps += [_indicator(bb, x in t, inner.get(x)) for x in out["@map"]]
+        combine = ("add",) * len(sums) + ("max",) * len(sums)
+        sums += shown
+    body = body_graph(bb.nodes, _ports(ports), sums, maps)
     zero_outer = b.const(0.0)
     args = captures + [ts[c] for c in cap_t] + [b.part(at, region.winner_value(e)) for e in won]
     args += [a for ids in streams for a in ids]
@@ -150,5 +206,24 @@ def region_tangent(b: Builder, at: int, node, ts: list, sweep) -> int:
         new_streams.append(region.streams[j])
         args += [ts[bases[j] + e] if ts[bases[j] + e] is not None else zero_outer
                  for e in range(region.streams[j][0])]
-    return b.region(Region(region.n, body, k + len(cap_t) + len(won), tuple(new_streams)),
-                    args)
+    tangent = Region(region.n, body, k + len(cap_t) + len(won), tuple(new_streams), combine)
+    return b.region(tangent, args), (guarded, reached)
+
+
+def tangent_value(region: Region, made: tuple, value: int) -> tuple | None:
+    """Where the tangent region of `region` (`made` as `region_tangent` returned it) holds
+    the tangent of value `value`, and its guard's indicator (None: none); None for a winner,
+    which has no tangent, and for a value whose tangent the body never computes."""
+    guarded, reached = made
+    p, q = region.sums, region.maps
+    if value < p:
+        return (value, (p + value if guarded else None)) if reached[value] else None
+    if value >= p + region.n * q:
+        return None
+    i, t = divmod(value - p, q)
+    if not reached[p + t]:
+        return None
+    if not guarded:
+        return value, None
+    at = 2 * p + i * 2 * q + t
+    return at, at + q

@@ -39,7 +39,8 @@ def active_nodes(b: Builder, sources: set[int], start: int = 0) -> bytearray:
 
 
 def reverse(b: Builder, stop: int, active: bytearray, seeds: list[tuple[int, int]],
-            start: int = 0) -> dict:
+            start: int = 0, guards_out: dict | None = None,
+            seed_guards: dict | None = None) -> dict:
     """Reverse sweep over nodes in [start, stop): cotangent node of every node reached (nodes
     below `start` are not active, as for `active_nodes`).
 
@@ -54,8 +55,12 @@ def reverse(b: Builder, stop: int, active: bytearray, seeds: list[tuple[int, int
     guard: dict[int, int | None] = {}
     for node_id, seed in seeds:
         if active[node_id]:
-            ct[node_id] = seed if node_id not in ct else b.add(ct[node_id], seed)
-            guard[node_id] = None
+            # A seed may hold only where a condition does (a region's min or max: in the
+            # iteration it came from); `seed_guards` says so, as a select's guard would.
+            g = (seed_guards or {}).get(seed)
+            first = node_id not in ct
+            ct[node_id] = seed if first else b.add(ct[node_id], seed)
+            guard[node_id] = g if first else _either(b, guard[node_id], g)
     reached: dict[int, dict[int, int]] = {}  # region -> {value: cotangent} of its parts
     # The nodes with a cotangent, latest first: a node's cotangent is complete when it is
     # taken, since only later nodes use it. Visiting these alone, not every node below `stop`,
@@ -76,7 +81,8 @@ def reverse(b: Builder, stop: int, active: bytearray, seeds: list[tuple[int, int
         if node.op == "region":
             if i not in reached:
                 continue
-            parts = loop_sweeps.region_pullback(b, i, node, reached.pop(i), active, _self())
+            parts, shown = loop_sweeps.region_pullback(b, i, node, reached.pop(i), active,
+                                                       _self())
             routes = copies = False
         else:
             c = ct.get(i)
@@ -87,8 +93,9 @@ def reverse(b: Builder, stop: int, active: bytearray, seeds: list[tuple[int, int
                 continue
             parts = row.pullback(b, node.args, i, c)
             routes, copies = row.routes, row.copies
+            shown = None
         here = guard[i]
-        for a, part in zip(node.args, parts, strict=True):
+        for k, (a, part) in enumerate(zip(node.args, parts, strict=True)):
             if part is None or not active[a] or b.value(part) == 0.0:
                 continue
             edge = here
@@ -96,10 +103,14 @@ def reverse(b: Builder, stop: int, active: bytearray, seeds: list[tuple[int, int
                 edge = _both(b, here, _routed_condition(b, part))
             elif here is not None and not copies:
                 part = b.select(here, part, b.const(0.0))
+            if shown is not None and shown[k] is not None:  # a region's guard, carried out
+                edge = _both(b, edge, shown[k])
             if a not in ct:
                 heapq.heappush(pending, -a)
             ct[a] = part if a not in ct else b.add(ct[a], part)
             guard[a] = edge if a not in guard else _either(b, guard[a], edge)
+    if guards_out is not None:
+        guards_out.update(guard)
     return ct
 
 
@@ -148,7 +159,7 @@ def _complements(b: Builder, g: int, h: int) -> bool:
 
 
 def forward(b: Builder, stop: int, active: bytearray, tangents: dict[int, int],
-            start: int = 0) -> dict:
+            start: int = 0, guards_out: dict | None = None) -> dict:
     """Forward sweep over nodes in [start, stop): tangent node of every node reached.
 
     The mirror of `reverse`'s guards: beside each tangent, the condition under which it may be
@@ -167,10 +178,15 @@ def forward(b: Builder, stop: int, active: bytearray, tangents: dict[int, int],
         if node.op in LOOPED:
             if node.op == "part":
                 r = node.args[0]
-                # A winner of a min or max (beyond the tangent region's values) has none.
-                if r in region_tangent and node.attr < b.nodes[region_tangent[r]].attr.size:
-                    t[i] = b.part(region_tangent[r], node.attr)
-                    guard[i] = guard[r]
+                if r in region_tangent:
+                    rt, made = region_tangent[r]
+                    found = loop_sweeps.tangent_value(b.nodes[r].attr, made, node.attr)
+                    if found is not None:  # a winner of a min or max has no tangent
+                        t[i] = b.part(rt, found[0])
+                        guard[i] = guard[r]
+                        if found[1] is not None:  # the body's guard, carried out
+                            shown = b.op("ne", b.part(rt, found[1]), b.const(0.0))
+                            guard[i] = _both(b, guard[r], shown)
                 continue
             ts = [t.get(a) for a in node.args]
             if any(x is not None for x in ts):
@@ -205,6 +221,8 @@ def forward(b: Builder, stop: int, active: bytearray, tangents: dict[int, int],
         if result is not None and b.value(result) != 0.0:
             t[i] = result
             guard[i] = here
+    if guards_out is not None:
+        guards_out.update(guard)
     return t
 
 
