@@ -193,6 +193,13 @@ IRREGULAR = {
     "a loop bound from the index": ("const n = 70\ninput x[n]\n"
                                     "output y = sum(sum(x[j] for j in range(i)) "
                                     "for i in range(n))"),
+    # found by the region fuzz: 0 / 0 folds to NaN written out; kept as a loop, the select
+    # on the index would be dynamic and the builder's 0 / x = 0 would answer 0
+    "a static branch on the index, then 0 / 0": (
+        "input A[2, 2]\nz = [(if 0 <= k then 0 else A[0, 0]) for k in range(70)]\n"
+        "output y = 0 / z[0] + A[0, 1]\n"),
+    "a loop index times a static zero": (
+        "const n = 80\ninput x[n]\noutput y = sum(x[i] / (i * 0) for i in range(n))"),
     "a reversed read": ("const n = 90\ninput x[n]\n"
                         "output y = sum(x[n - 1 - i] * i for i in range(n))"),
 }
@@ -358,10 +365,12 @@ def test_min_max_and_logsumexp_of_a_long_generator(fn, data):
 
 
 GUARDED = {
-    # found by the region fuzz: a select made a map's value exactly 0, and 1 / 0 outside
-    "a branch on the index, then a division": (
+    # after one found by the region fuzz: a select made a map's value exactly 0, and 1 / 0
+    # outside (the fuzz's own program branched on the index, which is now written out)
+    "a dynamic branch, then a division": (
         "input A[2, 2]\nt0 = [0, 0]\nt0[0] = 1\n"
-        "t0 /= [(if 0 <= k then 0 else A[0, 0]) for k in range(2)]\noutput y = t0[0]\n"),
+        "t0 /= [(if A[1, 1] > -10 then 0 else A[0, 0]) for k in range(2)]\n"
+        "output y = t0[0]\n"),
     "sqrt outside, max over a loop": (
         "const n = 80\ninput x[n]\ny = sqrt(x)\noutput m = max(y[i] for i in range(n))\n"),
     "a branch in the body, sqrt of the map": (

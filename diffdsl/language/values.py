@@ -175,6 +175,11 @@ class Values:
             if op == "-":
                 y = -y if type(y) is int else y.scaled(-1)
             return x.plus(y) if isinstance(x, Index) else y.plus(x)
+        other = y if isinstance(x, Index) else x
+        if not isinstance(other, (Dyn, Index)) and (other == 0 or not math.isfinite(other)):
+            # Written out, this folds with IEEE's rules (0 / 0 is NaN); kept as a loop, the
+            # builder's symbolic identities (0 / x = 0) would decide: write it out instead.
+            raise TypeError("a loop index with a static zero or infinity")
         return self.scalar_arith(op, self.real(x), self.real(y), span)
 
     def scalar_arith(self, op: str, x, y, span):
@@ -238,7 +243,10 @@ class Values:
         if is_array(a) or is_array(b):
             raise ShapeError(f"'{op}' compares scalars, got {describe(a)} and {describe(b)}",
                              span, hint="compare elements, e.g. A[i, j] > 0")
-        if isinstance(a, (Dyn, Index)) or isinstance(b, (Dyn, Index)):
+        # A loop index against a static value is a static condition when the loop is
+        # written out (one branch lowered): a loop kept as a loop cannot say so, and the
+        # index's TypeError sends the loop back to being written out.
+        if isinstance(a, Dyn) or isinstance(b, Dyn):
             return self.op(COMPARISONS[op], a, b)
         return bool(_PY_COMPARE[op](a, b))
 
