@@ -64,6 +64,9 @@ LAYERS = {
     "graph/__init__": 4,
     # language/
     "language/syntax": 1,
+    "language/numbers": 1.2,  # long array literals of numbers, read in bulk
+    "language/postlex": 1.2,  # the grammar's post-lexer: newlines, `max`
+    "language/lalr": 1.3,  # the parser's fast path on Lark's tables
     "language/parse": 2,
     "language/static": 2.25,  # builtins of static numbers, folded through the rows
     "language/loop_index": 2.4,  # the variable of a loop kept as a loop

@@ -1,4 +1,5 @@
-"""Text to syntax tree: the Lark LALR parser of grammar/diffdsl.lark and its transformer."""
+"""Text to syntax tree: the Lark LALR parser of grammar/diffdsl.lark and its transformer, its
+tables run by our own loop where the text parses (lalr.py), by Lark's parser elsewhere."""
 
 from __future__ import annotations
 
@@ -18,17 +19,9 @@ from lark.exceptions import (
 
 from .. import limits
 from ..errors import DDSyntaxError, DiffDSLError, Span
+from . import lalr, numbers
 from . import syntax as s
-
-# Tokens after which a newline cannot end a statement (LANGUAGE.md, lexical rules).
-_CONTINUE_AFTER = {
-    "=", "+=", "-=", "*=", "/=", "+", "-", "*", "/", "//", "%", "@", "**", "^",
-    "==", "!=", "<", "<=", ">", ">=", ",", "then", "else", "and", "or", "not",
-}
-_KEYWORD_TYPES = {"THEN", "ELSE", "AND", "OR", "NOT", "IF", "FOR", "IN"}
-# Tokens that can end an expression: a `max` right after one, in a `while` header, can only be
-# the keyword (two operands never stand side by side).
-_ENDS_EXPRESSION = {"NAME", "LOOP_VALUE", "INT", "FLOAT", "RPAR", "RSQB"}
+from .postlex import ENDS_EXPRESSION, Newlines
 
 # Friendly names for terminals in "expected ..." messages.
 _TERMINAL_NAMES = {
@@ -49,53 +42,6 @@ def _grammar_path() -> Path:
     raise FileNotFoundError("grammar/diffdsl.lark is missing from the diffdsl installation")
 
 
-class _Newlines:
-    """Post-lexer that keeps a newline only where it ends a statement, and reads the `max` of
-    `while c max N` as a keyword."""
-
-    always_accept = ("_NL",)
-
-    def process(self, stream):
-        depth = 0
-        previous = None
-        pending = None
-        header = None  # the bracket depth of an open `while` header
-        for tok in stream:
-            if tok.type == "WHILE":
-                header = depth
-            elif header == depth and tok.type == "NAME" and tok.value == "max" \
-                    and previous is not None and previous.type in _ENDS_EXPRESSION:
-                tok = Token.new_borrow_pos("_MAX", tok.value, tok)
-                header = None
-            elif header == depth and tok.value == "{":
-                header = None
-            if tok.type == "_NL":
-                if depth > 0 or previous is None or self._continues(previous):
-                    continue
-                pending = pending or tok
-                continue
-            if pending is not None:
-                if tok.type not in ("THEN", "ELSE"):
-                    yield pending
-                pending = None
-            if tok.value in ("(", "["):
-                depth += 1
-            elif tok.value in (")", "]"):
-                depth = max(0, depth - 1)
-            previous = tok
-            yield tok
-        if pending is not None:
-            yield pending
-
-    @staticmethod
-    def _continues(tok: Token) -> bool:
-        if tok.type == "_MAX":
-            return True
-        if tok.type == "NAME" or tok.type in ("INT", "FLOAT"):
-            return False
-        return tok.value in _CONTINUE_AFTER
-
-
 @functools.lru_cache(maxsize=2)
 def _parser(cache: bool = True) -> Lark:
     return Lark(
@@ -103,7 +49,7 @@ def _parser(cache: bool = True) -> Lark:
         parser="lalr",
         # The post-lexer looks one token ahead, so lexing must not depend on parser state.
         lexer="basic",
-        postlex=_Newlines(),
+        postlex=Newlines(),
         propagate_positions=True,
         maybe_placeholders=True,
         # Lark keeps the built tables in a per-user temporary file, checked by the grammar's
@@ -113,9 +59,32 @@ def _parser(cache: bool = True) -> Lark:
     )
 
 
+@functools.lru_cache(maxsize=2)
+def _fast(cache: bool = True) -> lalr.FastParser | None:
+    try:
+        return lalr.FastParser(_parser(cache), _ToSyntax, ENDS_EXPRESSION, "_NL")
+    except lalr.Unsupported:  # another Lark than the ones tested: its own path, slower
+        return None
+
+
 def parse(source: str, filename: str = "<string>", cache: bool = True) -> s.Program:
     """Parse `.dd` text into a `syntax.Program`; raises `DDSyntaxError` with a location.
-    `cache=False` builds the parser's tables without Lark's file in the temporary folder."""
+    `cache=False` builds the parser's tables without Lark's file in the temporary folder.
+    Text that parses goes through the fast path (lalr.py), which builds the same tree;
+    anything else through Lark's parser, whose errors are the ones reported."""
+    fast = _fast(cache)
+    if fast is not None:
+        try:
+            statements = fast.parse(source, filename, _ToSyntax(filename, source),
+                                    Newlines().process, limits.current().int_bits)
+            return s.Program(statements=statements, filename=filename, source=source)
+        except lalr.Fallback:
+            pass
+    return parse_with_lark(source, filename, cache)
+
+
+def parse_with_lark(source: str, filename: str = "<string>", cache: bool = True) -> s.Program:
+    """`parse` by Lark's parser and transformer alone: the reference for the fast path."""
     try:
         tree = _parser(cache).parse(source)
     except UnexpectedInput as exc:
@@ -244,23 +213,6 @@ def _tok_span(tok: Token, filename: str, source: str) -> Span:
     return Span(filename, tok.line, tok.column, tok.end_line, tok.end_column, source)
 
 
-def _integer(text: str, bits: int, span: Span) -> int:
-    """An integer literal within the `int_bits` limit, judged by its digits before converting
-    (converting costs time quadratic in the length), then exactly."""
-    digits = text.lstrip("0")
-    # 10 ** (d - 1) <= value, so value has more than (d - 1) * log2(10) bits.
-    if (len(digits) - 1) * 3.3219 >= bits:
-        raise limits.exceeded("int_bits", bits, f"this integer has {len(digits):,} digits", span)
-    value = 0
-    for k in range(0, len(digits), 4000):  # Python converts at most 4300 digits at once
-        chunk = digits[k:k + 4000]
-        value = value * 10 ** len(chunk) + int(chunk)
-    if value.bit_length() > bits:
-        raise limits.exceeded("int_bits", bits, f"this integer has {value.bit_length():,} bits",
-                              span)
-    return value
-
-
 @v_args(inline=True, meta=True)
 class _ToSyntax(Transformer_NonRecursive):
     """One method per grammar alias; children are bound by name."""
@@ -272,6 +224,8 @@ class _ToSyntax(Transformer_NonRecursive):
         self.int_bits = limits.current().int_bits
 
     def _span(self, meta) -> Span:
+        if type(meta) is Span:  # the fast path passes the span itself
+            return meta
         if getattr(meta, "empty", True):
             return Span(self.filename, 1, 1, 1, 2, self.source)
         return Span(self.filename, meta.line, meta.column, meta.end_line, meta.end_column,
@@ -398,7 +352,7 @@ class _ToSyntax(Transformer_NonRecursive):
         return s.Slice(start, stop, step, self._span(meta))
 
     def int_lit(self, meta, tok):
-        return s.Num(_integer(str(tok), self.int_bits, self._span(meta)), self._span(meta))
+        return s.Num(numbers.integer(str(tok), self.int_bits, self._span(meta)), self._span(meta))
 
     def float_lit(self, meta, tok):
         return s.Num(float(tok), self._span(meta))

@@ -135,6 +135,17 @@ class ArrayLit:
 
 
 @node
+class NumberArray:
+    """An array literal of plain numbers (`[0.5, -1, 2e3]`, nested lists of one shape), as
+    the parser reads a long one in bulk (numbers.py): `values` is an object array of the
+    Python ints and floats that lowering the same `ArrayLit` element by element gives.
+    Shared by every lowering of the program: never written to."""
+
+    values: object  # numpy.ndarray, dtype object
+    span: Span
+
+
+@node
 class Comprehension:
     elt: object
     clauses: tuple

@@ -78,6 +78,10 @@ def array_literal(lw, e: s.ArrayLit, scope):
     return lw.v.stack([lw.expr(x, scope) for x in e.elts], e.span)
 
 
+def number_array(lw, e: s.NumberArray, scope):  # a literal the parser read in bulk
+    return lw.v.stack(list(e.values), e.span)
+
+
 def comprehension(lw, e: s.Comprehension, scope):
     n = regular_range(lw, e.clauses, scope)
     if n is not None:  # long and perhaps regular: tried as a loop that stays a loop
@@ -131,6 +135,7 @@ RULES = {
     s.Not: negation,
     s.Cond: conditional,
     s.ArrayLit: array_literal,
+    s.NumberArray: number_array,
     s.Comprehension: comprehension,
     s.Index: index,
 }
