@@ -32,7 +32,7 @@ _NUMBER = (r"(?:[0-9]+\.[0-9]*|\.[0-9]+)(?:[eE][+-]?[0-9]+)?|[0-9]+[eE][+-]?[0-9
 # One way only to match each space (else a long list that fails at its end backtracks
 # exponentially): a space before a sign, or after it, or after the number.
 _ITEM = rf"{_WS}(?:[+-]{_WS})?(?:{_NUMBER}){_WS}"
-_FLAT = re.compile(rf"\[(?:{_ITEM},)*{_ITEM},?{_WS}\]")  # a list of numbers
+_ITEM_RE = re.compile(_ITEM)  # one element, matched whole
 _SPACE = re.compile(r"[ \t\f\r\n]+")
 _NEXT = re.compile(rf"{_WS}(\[|,{_WS}\]|,|\])")  # what follows a list in a list
 
@@ -105,12 +105,16 @@ def _values(items: list[str], int_bits: int) -> list | None:
 
 def _nested(text: str, pos: int, depth: int):
     """(the numbers' texts, the shape, the end) of the list at `pos`, or None."""
-    m = _FLAT.match(text, pos)
-    if m is not None:
-        items = text[pos + 1:m.end() - 1].split(",")
-        if not items[-1].strip():
+    close = text.find("]", pos + 1)
+    if close > 0 and text.find("[", pos + 1, close) < 0:  # a list of numbers, or nothing
+        # (element by element: one regex over the whole list kept a backtracking record of
+        # each element, 400 MB for 500,000)
+        items = text[pos + 1:close].split(",")
+        if len(items) > 1 and not items[-1].strip(" \t\f\r\n"):
             items.pop()  # a trailing comma
-        return items, (len(items),), m.end()
+        if not all(map(_ITEM_RE.fullmatch, items)):
+            return None
+        return items, (len(items),), close + 1
     if depth >= MAX_DEPTH:
         return None
     step = _NEXT.match(text, pos + 1)
