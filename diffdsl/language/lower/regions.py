@@ -86,26 +86,9 @@ class BodyBuilder:
     def op(self, name: str, *args: int) -> int:
         return self._own(self.inner.op(name, *(self._inner(a) for a in args)))
 
-    def neg(self, a):
-        return self.op("neg", a)
-
-    def add(self, a, b):
-        return self.op("add", a, b)
-
-    def sub(self, a, b):
-        return self.op("sub", a, b)
-
-    def mul(self, a, b):
-        return self.op("mul", a, b)
-
-    def div(self, a, b):
-        return self.op("div", a, b)
-
-    def pow(self, a, b):
-        return self.op("pow", a, b)
-
-    def select(self, c, a, b):
-        return self.op("select", c, a, b)
+    # The builder's shorthands (`add`, `select`, ...), which call `op`: this one's.
+    neg, add, sub, mul, div, pow, select = (Builder.neg, Builder.add, Builder.sub, Builder.mul,
+                                            Builder.div, Builder.pow, Builder.select)
 
     def region(self, region, args) -> int:
         return self._own(self.inner.region(region, [self._inner(a) for a in args]))
