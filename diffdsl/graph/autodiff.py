@@ -128,18 +128,10 @@ def hessian(graph: Graph, of: str | None = None, wrt=None) -> Graph:
     The reverse sweep builds the gradient as nodes; one forward sweep per input element over
     the extended graph then gives a column of the Hessian.
     """
-    of = pick_output(graph, of)
-    require_scalar(graph, of, "hessian")
-    wrt = pick_inputs(graph, wrt)
-    b = Builder.from_graph(graph)
-    sources = _sources(graph, wrt)
+    of, wrt, b, grads, stop, active = _gradient_nodes(graph, of, wrt, "hessian")
     out = graph.outputs[of]
-    ct = reverse(b, len(b.nodes), active_nodes(b, sources), [(out.ids[0], b.const(1.0))])
-    grads = {name: [_zero_or(b, ct, i) for i in graph.inputs[name].ids] for name in wrt}
-    stop = len(b.nodes)
-    active = active_nodes(b, sources)
     one = b.const(1.0)
-    columns = {j: forward(b, stop, active, {j: one}) for j in sorted(sources)}
+    columns = {j: forward(b, stop, active, {j: one}) for j in sorted(_sources(graph, wrt))}
     outputs = {"value": out}
     for a in wrt:
         for c in wrt:

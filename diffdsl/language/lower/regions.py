@@ -51,6 +51,7 @@ class BodyBuilder:
         self.captured: dict[int, int] = {}  # outer id -> inner "@c" input node
         self.streams: dict[tuple, int] = {}  # (outer ids, stride) -> stream number
         self.stream_items: list[tuple] = []
+        self.strides: list[int] = []
         self.reads: list[set] = []  # offsets read, per stream
         self.index = self._own(self.inner.input("@i", 0))
 
@@ -103,6 +104,7 @@ class BodyBuilder:
         if j is None:
             j = self.streams[key] = len(self.stream_items)
             self.stream_items.append(items)
+            self.strides.append(stride)
             self.reads.append(set())
         self.reads[j].add(offset)
         return self._own(self.inner.input(f"@s{j}", offset))
@@ -133,7 +135,7 @@ class BodyBuilder:
                 nodes[at] = Node("input", (), (f"@s{j}", k))
                 ids.append(at)
             ports[f"@s{j}"] = Port((len(ids),), tuple(ids))
-            streams.append((items, stride_of(self.streams, j), low))
+            streams.append((items, self.strides[j], low))
         body = body_graph(nodes, ports, sums, maps)
         region, args = make_region(self.n, body, list(self.captured), streams, combine)
         return self.parent.region(region, args)
@@ -154,10 +156,6 @@ class BodyBuilder:
         if isinstance(x, (bool, int, float)):
             return self.const(float(x))
         raise Irregular("a loop's value is not a real")
-
-
-def stride_of(streams: dict, j: int) -> int:
-    return next(stride for (_, stride), k in streams.items() if k == j)
 
 
 def regular_range(lw, clauses, scope) -> int | None:
