@@ -73,6 +73,8 @@ LAYERS = {
     "language/values": 2.5,
     "language/builtins/common": 2.6,  # argument checks; scalar arithmetic of static operands
     "language/builtins/linalg": 2.7,  # dot, transpose, trace, minor, det, inv, solve, ...
+    "language/builtins/eigen": 2.71,  # eigvalsh, eigh: Jacobi sweeps written out
+    "language/builtins/expm": 2.72,  # expm: scaling and squaring, Pade 13
     "language/builtins/table": 2.75,  # the table: elementwise, reductions, shapes, the above
     "language/builtins/__init__": 2.8,
     "language/lower/bindings": 3.05,  # the bindings grad(e, x) differentiates by, tagged

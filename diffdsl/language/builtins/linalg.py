@@ -1,5 +1,7 @@
 """The linear-algebra builtins (docs/language.md, "Builtins"): `dot`, `transpose`, `trace`,
-`minor`, and `det`, `inv`, `solve` and `cholesky`, composed of the op table's ops.
+`minor`, `diag`, `outer`, and `det`, `logabsdet`, `signdet`, `logdet`, `inv`, `solve`,
+`solve_triangular`, `solve_triangular_upper` and `cholesky`, composed of the op table's ops
+(the eigenproblem is in eigen.py, the matrix exponential in expm.py).
 
 The composed ones are written out element by element in the value algebra, so their derivatives
 of every order come from differentiating the composition. Pivoting is a select on magnitudes,
@@ -26,11 +28,15 @@ def _need_vector(value, call):
         raise ShapeError(f"{call.func}() needs a vector, got {describe(value)}", call.span)
 
 
-def _dot(v, args, call):
+def _two_vectors(call, args):
     arity(call, args, 2)
-    u, w = args
-    _need_vector(u, call)
-    _need_vector(w, call)
+    for x in args:
+        _need_vector(x, call)
+    return args
+
+
+def _dot(v, args, call):
+    u, w = _two_vectors(call, args)
     if u.shape != w.shape:
         raise ShapeError(f"dot() needs vectors of one length, got {list(u.shape)} and "
                          f"{list(w.shape)}", call.span)
@@ -105,6 +111,26 @@ def _pivot(a, M, k, first_col, sign=None):
     return sign
 
 
+def _lu_pivots(a, A):
+    """LU with partial pivoting by selects on magnitudes: the sign of the row permutation and
+    the pivots, whose product is det(A). A zero pivot (the whole column below is zero) gives
+    multipliers 0, so the rest stays finite and the product is 0, not NaN."""
+    n = len(A)
+    M = [list(row) for row in A]
+    sign = 1.0
+    pivots = []
+    for k in range(n):
+        sign = _pivot(a, M, k, k, sign)
+        p = M[k][k]
+        pivots.append(p)
+        zero = a.cmp("==", p, 0)
+        for i in range(k + 1, n):
+            f = a.sel(zero, 0.0, a.div(M[i][k], p))
+            for j in range(k + 1, n):
+                M[i][j] = a.sub(M[i][j], a.mul(f, M[k][j]))
+    return sign, pivots
+
+
 def _det(v, args, call):
     n, a = _one_square(v, args, call, n_cubed=1)
     A = args[0]
@@ -112,21 +138,31 @@ def _det(v, args, call):
         return 1
     if n <= 3:  # cofactor expansion: a polynomial, exact derivatives even at singular A
         return _det_small(a, [list(row) for row in A])
-    # LU with partial pivoting by selects on magnitudes: det = sign * prod(pivots). A zero
-    # pivot (the whole column below is zero) gives multipliers 0, so det is 0, not NaN.
-    M = [list(row) for row in A]
-    sign = 1.0
+    sign, pivots = _lu_pivots(a, A)
     det = 1.0
-    for k in range(n):
-        sign = _pivot(a, M, k, k, sign)
-        p = M[k][k]
+    for p in pivots:
         det = a.mul(det, p)
-        zero = a.cmp("==", p, 0)
-        for i in range(k + 1, n):
-            f = a.sel(zero, 0.0, a.div(M[i][k], p))
-            for j in range(k + 1, n):
-                M[i][j] = a.sub(M[i][j], a.mul(f, M[k][j]))
     return a.mul(sign, det)
+
+
+def _logabsdet(v, args, call):
+    """log |det A| as the sum of log |pivot|: no product is formed, so nothing over- or
+    underflows; a singular A gives -inf."""
+    n, a = _one_square(v, args, call, n_cubed=1)
+    total = 0.0
+    for p in _lu_pivots(a, args[0])[1]:
+        total = a.add(total, a.f("log", a.f("abs", p)))
+    return total
+
+
+def _signdet(v, args, call):
+    """The sign of det A (1, -1, or 0 where A is singular) from the same pivots as logabsdet,
+    so that signdet(A) * exp(logabsdet(A)) is det(A) where det itself would overflow."""
+    n, a = _one_square(v, args, call, n_cubed=1)
+    sign, pivots = _lu_pivots(a, args[0])
+    for p in pivots:
+        sign = a.mul(sign, a.f("sign", p))
+    return sign
 
 
 def _det_small(a, M):
@@ -165,36 +201,62 @@ def _inv(v, args, call):
     n, a = _one_square(v, args, call, n_cubed=2)
     M = [list(row) + [1.0 if i == j else 0.0 for j in range(n)]
          for i, row in enumerate(args[0])]
-    X = _gauss_jordan(a, M, n)
-    out = np.empty((n, n), dtype=object)
-    for i in range(n):
-        for j in range(n):
-            out[i, j] = X[i][j]
-    return out
+    return _columns(_gauss_jordan(a, M, n), (n, n))
 
 
-def _solve(v, args, call):
+def _rhs(v, args, call, cost):
+    """The n x n matrix and the right-hand side b (a vector or an n x k matrix) of a solve,
+    with b as n x k; charges `cost(n, k)` steps."""
     arity(call, args, 2)
     n = _square(call, args, "a square matrix as its first argument")
     b = args[1]
     if not is_array(b) or b.ndim not in (1, 2) or b.shape[0] != n:
-        raise ShapeError(f"solve(A, b) needs b of shape [{n}] or [{n}, k] for A of shape "
+        raise ShapeError(f"{call.func}(A, b) needs b of shape [{n}] or [{n}, k] for A of shape "
                          f"[{n}, {n}], got {describe(b)}", call.span)
-    a = Scalars(v, call.span)
     B = b.reshape(n, -1)
-    v.budget.charge(n * n * (n + B.shape[1]) + 1, call.span, "solve()")
+    v.budget.charge(cost(n, B.shape[1]) + 1, call.span, f"{call.func}()")
+    return n, B, Scalars(v, call.span)
+
+
+def _columns(X, shape):
+    out = np.empty((len(X), len(X[0]) if X else 0), dtype=object)
+    for i, row in enumerate(X):
+        for j, x in enumerate(row):
+            out[i, j] = x
+    return out.reshape(shape)
+
+
+def _solve(v, args, call):
+    n, B, a = _rhs(v, args, call, lambda n, k: n * n * (n + k))
     M = [list(args[0][i]) + list(B[i]) for i in range(n)]
-    X = _gauss_jordan(a, M, n)
-    out = np.empty(B.shape, dtype=object)
-    for i in range(n):
+    return _columns(_gauss_jordan(a, M, n), args[1].shape)
+
+
+def _substitute(a, T, B, order):
+    """Solve T X = B by substitution over the rows in `order` (forward for a lower triangular
+    T, backward for an upper one), reading only the triangle that `order` reaches: each row i
+    uses the entries of T at the rows solved before it."""
+    X = [None] * len(order)
+    for at, i in enumerate(order):
+        row = []
         for j in range(B.shape[1]):
-            out[i, j] = X[i][j]
-    return out.reshape(b.shape)
+            s = B[i, j]
+            for r in order[:at]:
+                s = a.sub(s, a.mul(T[i, r], X[r][j]))
+            row.append(a.div(s, T[i, i]))
+        X[i] = row
+    return X
 
 
-def _cholesky(v, args, call):
-    n, a = _one_square(v, args, call, n_cubed=1)
-    A = args[0]
+def _solve_triangular(upper):
+    def fn(v, args, call):
+        n, B, a = _rhs(v, args, call, lambda n, k: n * n * k)
+        order = list(range(n - 1, -1, -1)) if upper else list(range(n))
+        return _columns(_substitute(a, args[0], B, order), args[1].shape)
+    return fn
+
+
+def _cholesky_factor(a, A, n):
     L = np.empty((n, n), dtype=object)
     L.fill(0.0)
     for j in range(n):
@@ -210,13 +272,66 @@ def _cholesky(v, args, call):
     return L
 
 
+def _cholesky(v, args, call):
+    n, a = _one_square(v, args, call, n_cubed=1)
+    return _cholesky_factor(a, args[0], n)
+
+
+def _logdet(v, args, call):
+    """log det A of a positive definite A: twice the sum of the logs of its Cholesky factor's
+    diagonal (NaN where A is not positive definite, as cholesky is)."""
+    n, a = _one_square(v, args, call, n_cubed=1)
+    L = _cholesky_factor(a, args[0], n)
+    total = 0.0
+    for i in range(n):
+        total = a.add(total, a.f("log", L[i, i]))
+    return a.mul(2.0, total)
+
+
+def _diag(v, args, call):
+    """As NumPy's diag: a vector gives the square matrix with it on the diagonal, a matrix
+    gives its diagonal (of min(rows, cols) elements)."""
+    arity(call, args, 1)
+    x = args[0]
+    if is_array(x) and x.ndim == 1:
+        n = x.shape[0]
+        v.check_size(n * n, call.span, "diag()")
+        out = np.empty((n, n), dtype=object)
+        out.fill(0.0)
+        for i in range(n):
+            out[i, i] = x[i]
+        return out
+    if is_array(x) and x.ndim == 2:
+        return np.diagonal(x).copy()
+    raise ShapeError(f"diag() needs a vector or a matrix, got {describe(x)}", call.span)
+
+
+def _outer(v, args, call):
+    u, w = _two_vectors(call, args)
+    v.check_size(u.size * w.size, call.span, "outer()")
+    v.budget.charge(u.size * w.size, call.span, "outer()")
+    a = Scalars(v, call.span)
+    out = np.empty((u.size, w.size), dtype=object)
+    for i in range(u.size):
+        for j in range(w.size):
+            out[i, j] = a.mul(u[i], w[j])
+    return out
+
+
 LINEAR_ALGEBRA = {
     "dot": _dot,
     "transpose": _transpose,
     "trace": _trace,
     "minor": _minor,
     "det": _det,
+    "logabsdet": _logabsdet,
+    "signdet": _signdet,
+    "logdet": _logdet,
     "inv": _inv,
     "solve": _solve,
+    "solve_triangular": _solve_triangular(upper=False),
+    "solve_triangular_upper": _solve_triangular(upper=True),
     "cholesky": _cholesky,
+    "diag": _diag,
+    "outer": _outer,
 }

@@ -17,6 +17,8 @@ from ...errors import ArityError, ShapeError, TypeMismatchError
 from ...graph.ops import BINARY_BUILTINS, UNARY_BUILTINS, digamma_graph
 from ..values import Dyn, describe, is_array
 from .common import Scalars, arity, static_int
+from .eigen import EIGEN
+from .expm import EXPM
 from .linalg import LINEAR_ALGEBRA
 
 
@@ -218,6 +220,8 @@ BUILTINS = {name: _unary(name) for name in UNARY_BUILTINS}
 BUILTINS.update({name: _binary(name) for name in BINARY_BUILTINS})
 BUILTINS.update({name: _reduction(name) for name in ("sum", "prod", "min", "max")})
 BUILTINS.update(LINEAR_ALGEBRA)
+BUILTINS.update(EIGEN)
+BUILTINS.update(EXPM)
 BUILTINS.update({
     "zeros": _filled(0.0),
     "ones": _filled(1.0),
