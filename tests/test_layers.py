@@ -57,6 +57,7 @@ LAYERS = {
     "graph/loops": 2.75,  # regions: built, unrolled, inlined, differentiated
     "graph/ports": 2.5,  # derivative graphs' port names; which output and inputs
     "graph/loop_sweeps": 2.9,  # derivatives of regions: regions over the body's derivative
+    "graph/scan_sweeps": 2.92,  # derivatives of scans: a scan backwards over stored states
     "graph/sweeps": 2.95,  # the reverse and forward sweeps, with select guards
     "graph/autodiff": 3,
     "graph/dot": 3,
@@ -79,6 +80,7 @@ LAYERS = {
     "language/builtins/__init__": 2.8,
     "language/lower/bindings": 3.05,  # the bindings grad(e, x) differentiates by, tagged
     "language/lower/regions": 3.105,  # loops kept as loops: bodies lowered once
+    "language/lower/scans": 3.107,  # `for` loops kept as loops: a carried state
     "language/lower/derivatives": 3.1,  # grad(e, x) inside a program: autodiff's sweeps
     "language/lower/while_loop": 3.1,
     "language/lower/names": 3.11,  # what a name means; suggestions for a misspelled one
@@ -121,6 +123,7 @@ LAYERS = {
     "runtime/chunked": 5.5,  # Dask arrays: a kernel call per chunk (duck-typed Program)
     "runtime/sparse": 5.5,  # sparse Jacobians and Hessians of a (duck-typed) Program
     "runtime/calls": 5.5,  # a derivative call's extra inputs and its results, for Program
+    "runtime/bridge": 5.5,  # a program's output as an op of PyTorch or JAX, and its derivatives
     "runtime/__init__": 6,
     # the API
     "api": 6,
@@ -137,6 +140,8 @@ LAYERS = {
     # the package itself
     "__main__": 8,
     "__init__": 8,
+    "torch": 7,  # the PyTorch bridge: imports torch, so never imported by the package
+    "jax": 7,  # the JAX bridge: imports jax, likewise
 }
 
 # Same-layer imports that DESIGN.md allows: the compiled backends use the tape beside them,
@@ -154,7 +159,7 @@ def folder_of(name: str) -> str:
     """The stage that module `name` belongs to: its first folder, or "" for a shared module."""
     if name == "api":
         return "api"
-    if name in ("__init__", "__main__"):
+    if name in ("__init__", "__main__", "torch", "jax"):  # the bridges stand beside the API
         return "top"
     return name.split("/", 1)[0] if "/" in name else ""
 

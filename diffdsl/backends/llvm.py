@@ -176,7 +176,8 @@ class _Layout:
         an input's or a region's elements (`gather`), and its body's own scratch."""
         area = {}
         for name, size in (("buf", region.size), ("cap", region.captures), ("index", 1),
-                           ("sums", region.sums), ("body", body_scratch)):
+                           ("sums", region.sums), ("next", region.carry),
+                           ("body", body_scratch)):
             area[name] = self.scratch
             self.scratch += size
         area["gather"] = []

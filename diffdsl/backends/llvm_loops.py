@@ -75,6 +75,12 @@ def loop(graph: Graph, plan, i: int, value, port, block: list, t: str, prefix: s
             out.append(f"{r}.s{j} = getelementptr inbounds {t}, ptr {port(run[0])}, "
                        f"i64 {run[1]}")
             bases.append(f"{r}.s{j}")
+    if region.carry:  # a scan: the state lies in its final place, the next beside it
+        first = region.carry_value(0)
+        for k, a in enumerate(node.args[len(node.args) - region.carry:]):
+            out.append(f"store {t} {value(a)}, ptr {scratch(f'{r}.h{k}', area['buf'] + first + k)}")
+        bind("@h", f"{r}.h0", "h")
+        bind("@next", scratch(f"{r}.nx", area["next"]), "next")
     body_scratch = scratch(f"{r}.bs", area["body"])
     out += [f"br label %r{i}.head", f"r{i}.head:",
             f"{r}.it = phi i64 [ 0, %{block[0]} ], [ {r}.next, %r{i}.head ]",
@@ -88,6 +94,10 @@ def loop(graph: Graph, plan, i: int, value, port, block: list, t: str, prefix: s
             f"{r}.row = getelementptr inbounds {t}, ptr {buf}, i64 {r}.mq"]
     bind("@map", f"{r}.row", "map")
     out.append(f"call void @{prefix}b{i}.run(ptr {r}.pp, ptr {body_scratch})")
+    if region.carry:  # the body has read the whole state: the next takes its place
+        size = region.carry * (4 if t == "float" else 8)
+        out.append(f"call void @llvm.memcpy.p0.p0.i64(ptr {r}.h0, ptr {r}.nx, i64 {size}, "
+                   "i1 false)")
     if region.winners:
         out.append(f"{r}.later = icmp ne i64 {r}.it, 0")
     for e in range(region.sums):

@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..graph.ir import Graph, verify, verifying
-from ..graph.loops import split_args
+from ..graph.loops import initial_state, split_args
 from ..graph.ufuncs import FUNCTIONS
 
 
@@ -20,6 +20,10 @@ def _region(region, args: list, rows: int | None, dtype) -> np.ndarray:
     def column(v):  # (r,) whether the value is shared or one per row
         return np.broadcast_to(np.asarray(v, dtype=dtype), (r,))
 
+    if region.carry:
+        sums, maps, state = _scan(region, args, r, column, dtype)
+        values = _finish(region, sums, maps, [state], dtype)
+        return values if rows is not None else values[0]
     captures, streams = split_args(region, args)
     given = {"@i": np.tile(np.arange(n, dtype=dtype), r).reshape(r * n, 1),
              "@c": np.repeat(np.stack([column(v) for v in captures], axis=1)
@@ -31,7 +35,16 @@ def _region(region, args: list, rows: int | None, dtype) -> np.ndarray:
         at = offset + stride * np.arange(n)[:, None] + np.arange(width)[None, :]
         given[f"@s{j}"] = data[:, at].reshape(r * n, width)
     out = evaluate(region.body, given, dtype)
-    sums = out["@sum"].reshape(r, n, region.sums)
+    values = _finish(region, out["@sum"].reshape(r, n, region.sums),
+                     out["@map"].reshape(r, n * region.maps), [], dtype)
+    return values if rows is not None else values[0]
+
+
+def _finish(region, sums: np.ndarray, maps: np.ndarray, state: list, dtype) -> np.ndarray:
+    """The values of a region from each iteration's sums (rows, n, sums) and the stacked
+    map outputs: the sums taken over the iterations in order (as the unrolled sum adds them:
+    `np.sum` would add them pairwise), then the maps, the winners, a scan's final state."""
+    n, r = region.n, sums.shape[0]
     total = np.cumsum(sums, axis=1)[:, -1, :]  # a running sum adds in order
     winners = []
     for e in region.winners:  # folded left as the op folds: the earlier value on a tie
@@ -43,8 +56,34 @@ def _region(region, args: list, rows: int | None, dtype) -> np.ndarray:
             won = np.where(kept, won, dtype.type(i))
         total[:, e] = best
         winners.append(won[:, None])
-    values = np.concatenate([total, out["@map"].reshape(r, n * region.maps)] + winners, axis=1)
-    return values if rows is not None else values[0]
+    return np.concatenate([total, maps] + winners + state, axis=1)
+
+
+def _scan(region, args: list, r: int, column, dtype) -> tuple:
+    """A scan's sums of each iteration, map outputs and final state: its body evaluated over
+    all rows once per iteration, in order, each iteration given the state the one before it
+    wrote."""
+    captures, streams = split_args(region, args)
+
+    def stack(items):
+        return np.stack([column(v) for v in items], axis=1) if items else np.zeros((r, 0), dtype)
+
+    given = {"@c": stack(captures)}
+    data = [stack(items) for items in streams]
+    state = stack(initial_state(region, args))
+    sums, maps = [], []
+    for i in range(region.n):
+        given["@i"] = np.full((r, 1), i, dtype)
+        given["@h"] = state
+        for j, ((_, stride, offset), width) in enumerate(zip(region.streams, region.widths(),
+                                                             strict=True)):
+            start = offset + stride * i
+            given[f"@s{j}"] = data[j][:, start:start + width]
+        out = evaluate(region.body, given, dtype)
+        sums.append(out["@sum"])
+        maps.append(out["@map"])
+        state = out["@next"]
+    return np.stack(sums, axis=1), np.concatenate(maps, axis=1), state
 
 
 def evaluate(graph: Graph, inputs: dict[str, np.ndarray], dtype=np.float64) -> dict:

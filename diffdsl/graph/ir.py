@@ -346,21 +346,29 @@ def _check_looped(nodes, i: int, node: Node) -> None:
         _fault(i, node, f"a region's attribute is a Region of n >= 1, not {region!r}")
     body = verify(region.body)
     expected = {"@i", "@c", *(f"@s{j}" for j in range(len(region.streams)))}
-    if set(body.inputs) != expected or set(body.outputs) != {"@sum", "@map"}:
+    outputs = {"@sum", "@map"}
+    if region.carry:
+        expected.add("@h")
+        outputs.add("@next")
+    if set(body.inputs) != expected or set(body.outputs) != outputs:
         _fault(i, node, f"the body's ports are {list(body.inputs)} -> {list(body.outputs)}")
     if body.inputs["@i"].size != 1 or body.inputs["@c"].size != region.captures:
         _fault(i, node, "the body's @i or @c does not match the region")
+    if region.carry and not (body.inputs["@h"].size == body.outputs["@next"].size
+                             == region.carry):
+        _fault(i, node, f"the body's @h or @next does not hold a state of {region.carry}")
     if region.combine and (len(region.combine) != region.sums or
                            not set(region.combine) <= {"add", "min", "max"}):
         _fault(i, node, f"a region combines its sums by {region.combine!r}")
-    count = region.captures
     for (length, stride, offset), width in zip(region.streams, region.widths(), strict=True):
-        last = offset + stride * (region.n - 1) + width - 1
-        if min(length, stride, offset) < 0 or (width and last >= length):
+        # A scan's reverse reads its streams backwards: a stride may be negative.
+        ends = (offset, offset + stride * (region.n - 1))
+        first, last = min(ends), max(ends) + width - 1
+        if min(length, offset) < 0 or (width and (first < 0 or last >= length)):
             _fault(i, node, f"a stream of {length} elements read up to element {last}")
-        count += length
-    if len(node.args) != count:
-        _fault(i, node, f"the region takes {count} arguments, the node has {len(node.args)}")
+    if len(node.args) != region.arity:
+        _fault(i, node, f"the region takes {region.arity} arguments, the node has "
+                        f"{len(node.args)}")
 
 
 def _input_element(graph: Graph, i: int, node: Node) -> tuple:

@@ -47,6 +47,11 @@ def split_args(region: Region, args) -> tuple[list, list[list]]:
     return captures, streams
 
 
+def initial_state(region: Region, args) -> list:
+    """A scan node's arguments that hold its initial state (the last `carry`)."""
+    return list(args[len(args) - region.carry:]) if region.carry else []
+
+
 def iteration_inputs(b: Builder, region: Region, args, i: int) -> dict[str, list[int]]:
     """The nodes the body reads in iteration `i`."""
     captures, streams = split_args(region, args)
@@ -60,12 +65,19 @@ def iteration_inputs(b: Builder, region: Region, args, i: int) -> dict[str, list
 
 def unroll(b: Builder, region: Region, args) -> list[int]:
     """The region's values (see `Region`) as scalar nodes of `b`: its body inlined n times,
-    the sums added in iteration order (as lowering adds an unrolled sum's terms)."""
+    the sums added in iteration order (as lowering adds an unrolled sum's terms), a scan's
+    state passed from each iteration to the next."""
     sums: list[int | None] = [None] * region.sums
     winners: list[int | None] = [None] * region.sums
     stacked: list[int] = []
+    state = initial_state(region, args)
     for i in range(region.n):
-        out = inline(b, region.body, iteration_inputs(b, region, args, i))
+        given = iteration_inputs(b, region, args, i)
+        if region.carry:
+            given["@h"] = state
+        out = inline(b, region.body, given)
+        if region.carry:
+            state = out["@next"]
         for k, v in enumerate(out["@sum"]):
             kind = region.kind(k)
             if sums[k] is None:
@@ -78,7 +90,7 @@ def unroll(b: Builder, region: Region, args) -> list[int]:
                 winners[k] = b.select(kept, winners[k], b.const(float(i)))
         stacked += out["@map"]
     return [v if v is not None else b.const(0.0) for v in sums] + stacked + \
-        [winners[e] for e in region.winners]
+        [winners[e] for e in region.winners] + state
 
 
 def expand(graph: Graph) -> Graph:
@@ -110,24 +122,28 @@ def _expanded(region: Region) -> Region:
     body = expand(region.body)
     if body is region.body:
         return region
-    return Region(region.n, body, region.captures, region.streams, region.combine)
+    return region.with_body(body)
 
 
 def make_region(n: int, body: Graph, captures: list[int], streams: list[tuple],
-                combine: tuple = ()) -> tuple:
+                combine: tuple = (), initial: list[int] = ()) -> tuple:
     """The attribute and arguments of a region node: `streams` holds, per stream, (its
-    elements' node ids, stride, offset); the body's "@s{j}" port gives the width."""
+    elements' node ids, stride, offset); the body's "@s{j}" port gives the width; a scan's
+    `initial` state comes last."""
     spec = tuple((len(ids), stride, offset) for ids, stride, offset in streams)
-    args = list(captures) + [i for ids, _, _ in streams for i in ids]
+    args = list(captures) + [i for ids, _, _ in streams for i in ids] + list(initial)
     if all(k == "add" for k in combine):
         combine = ()
-    return Region(n, body, len(captures), spec, tuple(combine)), args
+    return Region(n, body, len(captures), spec, tuple(combine), len(initial)), args
 
 
 def body_graph(nodes: list[Node], inputs: dict[str, Port], sums: list[int],
-               maps: list[int]) -> Graph:
-    """Freeze a body built in a builder's node list, with its two output ports."""
+               maps: list[int], nexts: list[int] | None = None) -> Graph:
+    """Freeze a body built in a builder's node list, with its output ports (a scan's next
+    state, `nexts`, too)."""
     b = Builder()
     b.nodes = list(nodes)
-    return b.graph(inputs, {"@sum": Port((len(sums),), tuple(sums)),
-                            "@map": Port((len(maps),), tuple(maps))})
+    outputs = {"@sum": Port((len(sums),), tuple(sums)), "@map": Port((len(maps),), tuple(maps))}
+    if nexts is not None:
+        outputs["@next"] = Port((len(nexts),), tuple(nexts))
+    return b.graph(inputs, outputs)

@@ -20,6 +20,12 @@ class Region:
     one kind per output, "add" where empty), the iteration it came from (its winner, as a
     real): the outputs are folded left in iteration order with the op of that name, which
     keeps the earlier value on a tie, as the unrolled `min(...)` and `max(...)` do.
+
+    A scan (`carry` > 0, a `for` loop kept as a loop) also carries a state from one iteration
+    to the next: the body reads it at port "@h" and writes the next at "@next". Its initial
+    value is the node's last `carry` arguments (after the streams), and its final value is
+    the region's last `carry` values (after the winners). The iterations of a scan run in
+    order, one after another; those of a region without carry are independent.
     """
 
     n: int
@@ -27,10 +33,12 @@ class Region:
     captures: int
     streams: tuple[tuple[int, int, int], ...]  # (length, stride, offset) per stream
     combine: tuple[str, ...] = ()  # per "@sum" output: "add", "min" or "max"; () all "add"
+    carry: int = 0  # the state a scan carries from one iteration to the next
 
     def key(self) -> str:
         kinds = f":{','.join(self.combine)}" if any(k != "add" for k in self.combine) else ""
-        return f"{self.n}:{self.captures}:{self.streams}:{self.body.key()}{kinds}"
+        carry = f":h{self.carry}" if self.carry else ""
+        return f"{self.n}:{self.captures}:{self.streams}:{self.body.key()}{kinds}{carry}"
 
     def kind(self, e: int) -> str:
         """How "@sum" output `e` is combined over the iterations."""
@@ -57,8 +65,21 @@ class Region:
 
     @property
     def size(self) -> int:
-        """How many values the region has: its sums, n rows of map outputs, the winners."""
-        return self.sums + self.n * self.maps + len(self.winners)
+        """How many values the region has: its sums, n rows of map outputs, the winners, the
+        final carried state."""
+        return self.sums + self.n * self.maps + len(self.winners) + self.carry
+
+    @property
+    def arity(self) -> int:
+        """How many arguments its node takes: captures, streams, the initial state."""
+        return self.captures + sum(length for length, _, _ in self.streams) + self.carry
+
+    def carry_value(self, k: int) -> int:
+        """The value that holds element `k` of the final carried state."""
+        return self.size - self.carry + k
+
+    def with_body(self, body) -> Region:
+        return Region(self.n, body, self.captures, self.streams, self.combine, self.carry)
 
     def winner_value(self, e: int) -> int:
         """The value that holds the winner of min/max output `e`."""

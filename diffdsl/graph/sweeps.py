@@ -9,7 +9,7 @@ from __future__ import annotations
 import heapq
 import sys
 
-from . import loop_sweeps
+from . import loop_sweeps, scan_sweeps
 from .ir import Builder
 from .ops import OPS
 
@@ -81,8 +81,9 @@ def reverse(b: Builder, stop: int, active: bytearray, seeds: list[tuple[int, int
         if node.op == "region":
             if i not in reached:
                 continue
-            parts, shown = loop_sweeps.region_pullback(b, i, node, reached.pop(i), active,
-                                                       _self())
+            pullback = scan_sweeps.scan_pullback if node.attr.carry else \
+                loop_sweeps.region_pullback
+            parts, shown = pullback(b, i, node, reached.pop(i), active, _self())
             routes = copies = False
         else:
             c = ct.get(i)
@@ -159,7 +160,8 @@ def _complements(b: Builder, g: int, h: int) -> bool:
 
 
 def forward(b: Builder, stop: int, active: bytearray, tangents: dict[int, int],
-            start: int = 0, guards_out: dict | None = None) -> dict:
+            start: int = 0, guards_out: dict | None = None,
+            seed_guards: dict | None = None) -> dict:
     """Forward sweep over nodes in [start, stop): tangent node of every node reached.
 
     The mirror of `reverse`'s guards: beside each tangent, the condition under which it may be
@@ -170,6 +172,7 @@ def forward(b: Builder, stop: int, active: bytearray, tangents: dict[int, int],
     """
     t = dict(tangents)
     guard: dict[int, int | None] = dict.fromkeys(tangents)
+    guard.update(seed_guards or {})  # a scan's carried tangent, 0 where its guard is false
     region_tangent: dict[int, int] = {}
     for i in range(start, stop):
         if i in t or not active[i]:
@@ -180,7 +183,9 @@ def forward(b: Builder, stop: int, active: bytearray, tangents: dict[int, int],
                 r = node.args[0]
                 if r in region_tangent:
                     rt, made = region_tangent[r]
-                    found = loop_sweeps.tangent_value(b.nodes[r].attr, made, node.attr)
+                    value_of = scan_sweeps.scan_tangent_value if made[0] == "scan" else \
+                        loop_sweeps.tangent_value
+                    found = value_of(b.nodes[r].attr, made, node.attr)
                     if found is not None:  # a winner of a min or max has no tangent
                         t[i] = b.part(rt, found[0])
                         guard[i] = guard[r]
@@ -193,7 +198,9 @@ def forward(b: Builder, stop: int, active: bytearray, tangents: dict[int, int],
                 gs = [guard.get(a) for a in node.args]
                 ts = [x if x is None or g is None else b.select(g, x, b.const(0.0))
                       for x, g in zip(ts, gs, strict=True)]
-                region_tangent[i] = loop_sweeps.region_tangent(b, i, node, ts, _self())
+                tangent = scan_sweeps.scan_tangent if node.attr.carry else \
+                    loop_sweeps.region_tangent
+                region_tangent[i] = tangent(b, i, node, ts, _self())
                 guard[i] = _any_guard(b, ts, gs)
             continue
         row = OPS[node.op]

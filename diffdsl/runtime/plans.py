@@ -114,7 +114,7 @@ def encode(graph: Graph) -> dict:
             r = node.attr
             nodes.append(["region", {"n": r.n, "captures": r.captures,
                                      "streams": [list(x) for x in r.streams],
-                                     "combine": list(r.combine),
+                                     "combine": list(r.combine), "carry": r.carry,
                                      "body": encode(r.body)}, *node.args])
         elif node.op == "part":
             nodes.append(["part", node.args[0], node.attr])
@@ -137,7 +137,8 @@ def decode(data: dict, source: str) -> Graph:
             r = item[1]
             region = Region(int(r["n"]), decode(r["body"], source), int(r["captures"]),
                             tuple((int(a), int(b), int(c)) for a, b, c in r["streams"]),
-                            tuple(str(k) for k in r.get("combine", ())))
+                            tuple(str(k) for k in r.get("combine", ())),
+                            int(r.get("carry", 0)))
             nodes.append(Node("region", tuple(int(a) for a in item[2:]), region))
         elif op == "part" and len(item) == 3:
             nodes.append(Node("part", (int(item[1]),), int(item[2])))

@@ -109,13 +109,19 @@ class BodyBuilder:
         self.reads[j].add(offset)
         return self._own(self.inner.input(f"@s{j}", offset))
 
-    def finish(self, sums: list, maps: list, combine: tuple = ()) -> int:
+    def carried(self, m: int) -> list[int]:
+        """Ids of a scan's state as the body reads it ("@h"), `m` elements."""
+        return [self._own(self.inner.input("@h", k)) for k in range(m)]
+
+    def finish(self, sums: list, maps: list, combine: tuple = (), state=None) -> int:
         """The region node, built in the parent, of this body with outputs `sums` (added
-        over the iterations) and `maps` (stacked); each a value of the body."""
+        over the iterations) and `maps` (stacked); each a value of the body. A scan's `state`
+        is (the parent's nodes of its initial value, the body's values of the next)."""
         sums = [self._inner(self._node(x)) for x in sums]
         maps = [self._inner(self._node(x)) for x in maps]
-        if not self.captured and all(self.parent.value(a) is not None
-                                     for items in self.stream_items for a in items):
+        nexts = None if state is None else [self._inner(self._node(x)) for x in state[1]]
+        if state is None and not self.captured and all(
+                self.parent.value(a) is not None for items in self.stream_items for a in items):
             # Nothing from outside varies: written out, the loop folds to static numbers
             # (`const c = prod([2 for i in range(65)])`), as a program may need it to.
             raise Irregular("a loop of static values")
@@ -123,6 +129,9 @@ class BodyBuilder:
         nodes = list(inner.nodes)
         ports = {"@i": Port((1,), (self.index - self.base,)),
                  "@c": Port((len(self.captured),), tuple(self.captured.values()))}
+        if state is not None:
+            ports["@h"] = Port((len(nexts),), tuple(inner._index[("input", (), ("@h", k))]
+                                                    for k in range(len(nexts))))
         streams = []
         for j, items in enumerate(self.stream_items):
             low, high = min(self.reads[j]), max(self.reads[j])
@@ -136,8 +145,9 @@ class BodyBuilder:
                 ids.append(at)
             ports[f"@s{j}"] = Port((len(ids),), tuple(ids))
             streams.append((items, self.strides[j], low))
-        body = body_graph(nodes, ports, sums, maps)
-        region, args = make_region(self.n, body, list(self.captured), streams, combine)
+        body = body_graph(nodes, ports, sums, maps, nexts)
+        initial = [] if state is None else list(state[0])
+        region, args = make_region(self.n, body, list(self.captured), streams, combine, initial)
         return self.parent.region(region, args)
 
     def parent_node(self, x) -> int:

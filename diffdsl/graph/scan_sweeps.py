@@ -1,0 +1,266 @@
+"""Derivatives of scans (DESIGN.md, decision 9): a `for` loop kept as a loop, whose state goes
+from each iteration to the next.
+
+The pullback of a scan is a scan that runs backwards over the same iterations. It carries the
+cotangent of the state: each iteration seeds the body's pullback with it (at the body's next
+state) and with the cotangents of the sums and of that iteration's map outputs, and passes on
+the cotangent of the state the iteration read. The state each iteration read is stored first,
+by a copy of the scan that stacks it (memory: iterations × state), and streamed back in
+reverse. Captures' cotangents are summed over the iterations and stream windows' stacked, as
+for a region without state (loop_sweeps.py); the final carry is the cotangent of the initial
+state. The tangent of a scan is a scan carrying the state and its tangent together.
+
+Guards: where a select in the body makes a carried derivative exactly 0 in some iterations,
+the scan carries beside it an indicator of where it may be nonzero, which seeds the next
+iteration's guard, so that an infinite partial derivative (sqrt'(0) of a state a branch left
+at 0) meets a select, not 0 * inf. Bodies are built without indicators first and again with
+them only where some guard turned up.
+"""
+
+from __future__ import annotations
+
+from .ir import Builder
+from .loop_sweeps import _at_winner, _indicator, _ports, _stream_bases, tangent_value
+from .loops import body_graph, initial_state, inline, split_args
+from .region import Region
+
+
+def stored_states(b: Builder, node) -> list[int]:
+    """Parts of a copy of scan `node` that stacks the state each iteration reads: that of
+    iteration i, element k, is item i * carry + k."""
+    region: Region = node.attr
+    body = region.body
+    stored = body_graph(body.nodes, dict(body.inputs), [], list(body.inputs["@h"].ids),
+                        list(body.outputs["@next"].ids))
+    r = b.region(Region(region.n, stored, region.captures, region.streams, (), region.carry),
+                 node.args)
+    return [b.part(r, k) for k in range(region.n * region.carry)]
+
+
+def _inputs(bb: Builder, captures: int, widths: list[int], carry: int) -> dict:
+    ports = {"@i": [bb.input("@i", 0)], "@c": [bb.input("@c", k) for k in range(captures)]}
+    for j, w in enumerate(widths):
+        ports[f"@s{j}"] = [bb.input(f"@s{j}", k) for k in range(w)]
+    ports["@h"] = [bb.input("@h", k) for k in range(carry)]
+    return ports
+
+
+def _reverse_body(region: Region, sweep, seeded: list, seeded_maps: bool, live_caps: list,
+                  live_streams: list, guards: bool) -> tuple:
+    """The body of a scan's pullback; with it the body's cotangent of each captured value,
+    stream element and state element (None where it computes none) and whether some carry a
+    guard."""
+    m, n, p, q, c = region.carry, region.n, region.sums, region.maps, region.captures
+    won = region.winners
+    streams = len(region.streams)
+    bb = Builder()
+    widths = region.widths() + [m] + ([q] if seeded_maps else [])
+    ports = _inputs(bb, c + p + len(won), widths, 2 * m if guards else m)
+    carried, shown = ports["@h"][:m], ports["@h"][m:]
+    forward_index = bb.sub(bb.const(float(n - 1)), ports["@i"][0])
+    given = {"@i": [forward_index], "@c": ports["@c"][:c], "@h": ports[f"@s{streams}"]}
+    for j in range(streams):
+        given[f"@s{j}"] = ports[f"@s{j}"]
+    out = inline(bb, region.body, given)
+    seeds, seed_guards = [], {}
+    for k in range(m):
+        seeds.append((out["@next"][k], carried[k]))
+        if guards:
+            seed_guards[carried[k]] = bb.op("ne", shown[k], bb.const(0.0))
+    for e in seeded:
+        seed = ports["@c"][c + e]
+        if e in won:
+            winner = ports["@c"][c + p + won.index(e)]
+            seed = _at_winner(bb, forward_index, winner, seed)
+            seed_guards[seed] = bb.op("eq", forward_index, winner)
+        seeds.append((out["@sum"][e], seed))
+    if seeded_maps:
+        seeds += [(out["@map"][t], ports[f"@s{streams + 1}"][t]) for t in range(q)]
+    cap_nodes = [ports["@c"][k] for k in live_caps]
+    map_nodes = [i for j in live_streams for i in ports[f"@s{j}"]]
+    state_nodes = ports[f"@s{streams}"]
+    sources = set(cap_nodes) | set(map_nodes) | set(state_nodes)
+    inner: dict = {}
+    ct = sweep.reverse(bb, len(bb.nodes), sweep.active_nodes(bb, sources), seeds,
+                       guards_out=inner, seed_guards=seed_guards)
+    zero = bb.const(0.0)
+    every = cap_nodes + map_nodes + state_nodes
+    sums = [ct.get(x, zero) for x in cap_nodes]
+    maps = [ct.get(x, zero) for x in map_nodes]
+    nexts = [ct.get(x, zero) for x in state_nodes]
+    combine: tuple = ()
+    if guards:
+        sums += [_indicator(bb, x in ct, inner.get(x)) for x in cap_nodes]
+        maps += [_indicator(bb, x in ct, inner.get(x)) for x in map_nodes]
+        nexts += [_indicator(bb, x in ct, inner.get(x)) for x in state_nodes]
+        combine = ("add",) * len(cap_nodes) + ("max",) * len(cap_nodes)
+    body = body_graph(bb.nodes, _ports(ports), sums, maps, nexts)
+    found = any(x in ct and inner.get(x) is not None for x in every)
+    return body, combine, {x: x in ct for x in every}, found, (cap_nodes, map_nodes,
+                                                               state_nodes)
+
+
+def scan_pullback(b: Builder, at: int, node, cts: dict[int, int], active: bytearray,
+                  sweep) -> tuple[list, list]:
+    """`loop_sweeps.region_pullback` for a scan: the cotangent parts of its arguments, and
+    beside each the condition under which it may be nonzero (None: always)."""
+    region: Region = node.attr
+    m, n, p, q = region.carry, region.n, region.sums, region.maps
+    won = region.winners
+    captures, streams = split_args(region, node.args)
+    seeded = [e for e in range(p) if e in cts]
+    seeded_maps = q > 0 and any(p + k in cts for k in range(n * q))
+    live_caps = [k for k, a in enumerate(captures) if active[a]]
+    live_streams = [j for j, ids in enumerate(streams) if any(active[a] for a in ids)]
+    made = _reverse_body(region, sweep, seeded, seeded_maps, live_caps, live_streams, False)
+    guards = made[3]
+    if guards:
+        made = _reverse_body(region, sweep, seeded, seeded_maps, live_caps, live_streams, True)
+    body, combine, reached, _, (cap_nodes, map_nodes, state_nodes) = made
+    zero = b.const(0.0)
+    args = captures + [cts.get(e, zero) for e in range(p)]
+    args += [b.part(at, region.winner_value(e)) for e in won]
+    args += [a for ids in streams for a in ids] + stored_states(b, node)
+    back_streams = [(length, -stride, offset + stride * (n - 1))
+                    for length, stride, offset in region.streams]
+    back_streams.append((n * m, -m, (n - 1) * m))
+    if seeded_maps:
+        back_streams.append((n * q, -q, (n - 1) * q))
+        args += [cts.get(p + k, zero) for k in range(n * q)]
+    final = [cts.get(region.carry_value(k), zero) for k in range(m)]
+    if guards:
+        final += [b.const(1.0 if region.carry_value(k) in cts else 0.0) for k in range(m)]
+    back = Region(n, body, region.captures + p + len(won), tuple(back_streams), combine,
+                  len(final))
+    r = b.region(back, args + final)
+    parts: list = [None] * len(node.args)
+    shown: list = [None] * len(node.args)
+    for e, k in enumerate(live_caps):
+        if reached[cap_nodes[e]]:
+            parts[k] = b.part(r, e)
+            if guards:
+                shown[k] = b.part(r, len(cap_nodes) + e)
+    width = back.maps
+    column = 0
+    bases = _stream_bases(region)
+    widths = region.widths()
+    for j in live_streams:
+        _, stride, offset = region.streams[j]
+        w = widths[j]
+        for i in range(n):
+            row = n - 1 - i  # the pullback runs the iterations backwards
+            for t in range(w):
+                if not reached[map_nodes[column + t]]:
+                    continue
+                arg = bases[j] + offset + stride * i + t
+                value = back.sums + row * width + column + t
+                v = b.part(r, value)
+                parts[arg] = v if parts[arg] is None else b.add(parts[arg], v)
+                if guards:
+                    g = b.part(r, value + len(map_nodes))
+                    shown[arg] = g if shown[arg] is None else b.add(shown[arg], g)
+        column += w
+    first = len(node.args) - m
+    for k in range(m):
+        if reached[state_nodes[k]]:
+            parts[first + k] = b.part(r, back.carry_value(k))
+            if guards:
+                shown[first + k] = b.part(r, back.carry_value(m + k))
+    conds = [None if s is None else b.op("ne", s, zero) for s in shown]
+    return parts, conds
+
+
+def _tangent_body(region: Region, sweep, cap_t: list, stream_t: list, guards: bool):
+    m, c = region.carry, region.captures
+    won = region.winners
+    widths = region.widths()
+    bb = Builder()
+    ports = _inputs(bb, c + len(cap_t) + len(won), widths + [widths[j] for j in stream_t],
+                    (3 if guards else 2) * m)
+    state, dstate, shown_in = (ports["@h"][:m], ports["@h"][m:2 * m], ports["@h"][2 * m:])
+    given = {"@i": ports["@i"], "@c": ports["@c"][:c], "@h": state}
+    for j in range(len(widths)):
+        given[f"@s{j}"] = ports[f"@s{j}"]
+    out = inline(bb, region.body, given)
+    tangents = {ports["@c"][x]: ports["@c"][c + e] for e, x in enumerate(cap_t)}
+    for e, j in enumerate(stream_t):
+        for x, dx in zip(ports[f"@s{j}"], ports[f"@s{len(widths) + e}"], strict=True):
+            tangents[x] = dx
+    tangents.update(zip(state, dstate, strict=True))
+    seed_guards = {}
+    if guards:
+        seed_guards = {x: bb.op("ne", g, bb.const(0.0)) for x, g in zip(state, shown_in,
+                                                                          strict=True)}
+    inner: dict = {}
+    t = sweep.forward(bb, len(bb.nodes), sweep.active_nodes(bb, set(tangents)), tangents,
+                      guards_out=inner, seed_guards=seed_guards)
+    zero = bb.const(0.0)
+    sums = [t.get(i, zero) for i in out["@sum"]]
+    maps = [t.get(i, zero) for i in out["@map"]]
+    nexts = list(out["@next"]) + [t.get(i, zero) for i in out["@next"]]
+    every = list(out["@sum"]) + list(out["@map"]) + list(out["@next"])
+    found = any(x in t and inner.get(x) is not None for x in every)
+    shown = [_indicator(bb, x in t, inner.get(x)) for x in out["@sum"]] if guards else []
+    for w, e in enumerate(won):
+        winner = ports["@c"][c + len(cap_t) + w]
+        sums[e] = _at_winner(bb, ports["@i"][0], winner, sums[e])
+        if guards:
+            shown[e] = _at_winner(bb, ports["@i"][0], winner, shown[e])
+    combine: tuple = ()
+    if guards:
+        maps += [_indicator(bb, x in t, inner.get(x)) for x in out["@map"]]
+        nexts += [_indicator(bb, x in t, inner.get(x)) for x in out["@next"]]
+        combine = ("add",) * len(sums) + ("max",) * len(sums)
+        sums += shown
+    body = body_graph(bb.nodes, _ports(ports), sums, maps, nexts)
+    reached = tuple(x in t for x in every)
+    return body, combine, reached, found
+
+
+def scan_tangent(b: Builder, at: int, node, ts: list, sweep) -> tuple:
+    """`loop_sweeps.region_tangent` for a scan: a scan carrying the state and its tangent,
+    whose values hold the tangents of the values of scan `at`; `scan_tangent_value` reads
+    it."""
+    region: Region = node.attr
+    m, k = region.carry, region.captures
+    captures, streams = split_args(region, node.args)
+    bases = _stream_bases(region)
+    first = len(node.args) - m
+    cap_t = [x for x in range(k) if ts[x] is not None]
+    stream_t = [j for j, (length, _, _) in enumerate(region.streams)
+                if any(ts[bases[j] + e] is not None for e in range(length))]
+    made = _tangent_body(region, sweep, cap_t, stream_t, False)
+    guards = made[3]
+    if guards:
+        made = _tangent_body(region, sweep, cap_t, stream_t, True)
+    body, combine, reached, _ = made
+    zero = b.const(0.0)
+    args = captures + [ts[x] for x in cap_t]
+    args += [b.part(at, region.winner_value(e)) for e in region.winners]
+    args += [a for ids in streams for a in ids]
+    new_streams = list(region.streams)
+    for j in stream_t:
+        new_streams.append(region.streams[j])
+        args += [ts[bases[j] + e] if ts[bases[j] + e] is not None else zero
+                 for e in range(region.streams[j][0])]
+    dstate = [ts[first + e] for e in range(m)]
+    args += initial_state(region, node.args) + [x if x is not None else zero for x in dstate]
+    if guards:
+        args += [b.const(0.0 if x is None else 1.0) for x in dstate]
+    tangent = Region(region.n, body, k + len(cap_t) + len(region.winners), tuple(new_streams),
+                     combine, len(body.outputs["@next"].ids))
+    return b.region(tangent, args), ("scan", guards, reached, tangent)
+
+
+def scan_tangent_value(region: Region, made: tuple, value: int) -> tuple | None:
+    """`loop_sweeps.tangent_value` for a scan's tangent (`made` as `scan_tangent` returned
+    it): where it holds the tangent of value `value`, and its guard's indicator."""
+    _, guarded, reached, tangent = made
+    m, p, q = region.carry, region.sums, region.maps
+    sums_maps = p + q
+    if value < region.size - m:
+        return tangent_value(region, (guarded, reached[:sums_maps]), value)
+    e = value - (region.size - m)
+    if not reached[sums_maps + e]:
+        return None
+    return tangent.carry_value(m + e), (tangent.carry_value(2 * m + e) if guarded else None)

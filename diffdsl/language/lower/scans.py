@@ -1,0 +1,116 @@
+"""`for` loops that stay loops (DESIGN.md, decision 9): a long `for i in range(n)` whose body
+is regular is lowered once, as the body of a scan, a region that carries the names the loop
+assigns from one iteration to the next.
+
+The first iteration is written out, in the program's own scope, as the loop written out would
+run it; it shows which names the loop carries (those its body assigns, as they stand after it)
+and their shapes. When each of them holds only values that vary (a static number would fold
+differently written out: `s = 0` then `s * x[i]` is 0 there, a product as a loop), the
+iterations from the second on are lowered once into a `BodyBuilder`, the carried names bound
+to the state the body reads, the loop variable to an `Index` (1 + i). Anything a region
+cannot express (see regions.py) drops the attempt, and the rest of the loop is written out.
+"""
+
+from __future__ import annotations
+
+from collections import ChainMap
+
+import numpy as np
+
+from ...errors import DiffDSLError
+from .. import syntax as s
+from ..loop_index import Index
+from ..values import Dyn, is_array
+from .regions import BodyBuilder, Irregular
+
+
+def assigned(body) -> set[str]:
+    """The names statements in `body` (and the blocks inside them) assign."""
+    names: set[str] = set()
+    for st in body:
+        if isinstance(st, (s.Assign, s.IndexAssign, s.AugAssign)):
+            names.add(st.name)
+        elif isinstance(st, s.For):
+            names.add(st.name)
+            names |= assigned(st.body)
+        elif isinstance(st, s.While):
+            names |= assigned(st.body)
+            if st.label is not None:
+                names.add(st.label)
+        elif isinstance(st, s.If):
+            for _, block in st.branches:
+                names |= assigned(block)
+            names |= assigned(st.orelse or ())
+    return names
+
+
+def scan_length(lw, st: s.For, scope) -> int | None:
+    """The trip count of `for NAME in range(n)` past `limits.unroll` iterations (the loop
+    this module may keep); None for any other loop."""
+    it = st.iter
+    if not (isinstance(it, s.Call) and it.func == "range" and "range" not in lw.functions
+            and len(it.args) == 1):
+        return None
+    try:
+        n = lw.expr(it.args[0], scope)
+    except DiffDSLError:
+        return None  # reported when the loop is written out
+    if type(n) is not int or n <= lw.v.limits.unroll:
+        return None
+    return n
+
+
+def _varying(lw, value) -> bool:
+    if is_array(value):
+        return value.size > 0 and all(isinstance(x, Dyn) for x in value.flat)
+    return isinstance(value, Dyn)
+
+
+def lower_scan(lw, st: s.For, n: int, scope, bind) -> bool:
+    """Lower the loop from its second iteration on as a scan, the first already run in
+    `scope`; False (nothing changed) where it must be written out. `bind(name, value)` binds
+    a name in `scope` as the loop statement does."""
+    names = sorted(name for name in assigned(st.body) - {st.name} if name in scope)
+    values = [scope[name] for name in names]
+    if not names or not all(_varying(lw, v) for v in values):
+        return False
+    parent, memo, budget_used = lw.v.b, lw.memo, lw.v.budget.used
+    bb = BodyBuilder(parent, n - 1)
+    lw.v.b = lw.b = bb
+    lw.memo = {}  # memoised calls hold node ids of the builder they were made in
+    try:
+        sizes = [v.size if is_array(v) else 1 for v in values]
+        state = bb.carried(sum(sizes))
+        inside, at = {st.name: Index.of(bb).plus(1)}, 0
+        for name, v, size in zip(names, values, sizes, strict=True):
+            items = [lw.v.dyn(i) for i in state[at:at + size]]
+            inside[name] = np.array(items, dtype=object).reshape(v.shape) if is_array(v) \
+                else items[0]
+            at += size
+        body_scope = ChainMap(inside, scope)
+        lw.block(st.body, body_scope)
+        nexts = []
+        for name, v in zip(names, values, strict=True):
+            new = body_scope[name]
+            if is_array(v) != is_array(new) or (is_array(v) and v.shape != new.shape):
+                raise Irregular(f"'{name}' changes shape in the loop")
+            nexts += [lw.v.dyn(lw.v.node(x)) if isinstance(x, Index) else x
+                      for x in (new.flat if is_array(new) else [new])]
+        initial = [lw.v.node(x) for v in values for x in (v.flat if is_array(v) else [v])]
+        region = bb.finish([], [], state=(initial, nexts))
+    except (Irregular, DiffDSLError, AttributeError, IndexError, TypeError, ValueError,
+            KeyError):
+        lw.v.budget.used = budget_used
+        return False
+    finally:
+        lw.v.b = lw.b = parent
+        lw.memo = memo
+    r = parent.nodes[region].attr
+    at = 0
+    for name, v in zip(names, values, strict=True):
+        size = v.size if is_array(v) else 1
+        items = [lw.v.dyn(parent.part(region, r.carry_value(at + k))) for k in range(size)]
+        bind(name, np.array(items, dtype=object).reshape(v.shape) if is_array(v) else items[0])
+        at += size
+    bind(st.name, n - 1)
+    return True
