@@ -1,0 +1,132 @@
+"""A diffdsl program as a PyTorch function that autograd differentiates (`function`).
+
+    import diffdsl, diffdsl.torch
+    f = diffdsl.torch.function(diffdsl.load("examples/rosenbrock.dd"))
+    loss = f(x=torch.randn(4, dtype=torch.float64, requires_grad=True))
+    loss.backward()
+
+Every call goes through one custom operator, `torch.ops.diffdsl.call(key, xs)`, registered
+with `torch.library.custom_op`: `key` numbers an `Op` (runtime/bridge.py: a graph called by
+position, one flat output) and `xs` are its inputs. The operator's backward calls the same
+operator on the Op's vjp, whose backward calls it on the vjp of that, and so on: gradients of
+any order run compiled kernels, and `torch.compile` sees one opaque operator with a fake
+(shape-only) implementation, so it compiles without graph breaks. PyTorch is imported here
+only: `import diffdsl` never loads it.
+
+CPU tensors reach the kernels as NumPy views (no copy when contiguous and of the kernel's
+dtype) and the results come back as tensors over NumPy's arrays; CUDA tensors go to the
+CUDA backend (`backend="auto"` sends device arrays there), the results stay on the GPU.
+"""
+
+from __future__ import annotations
+
+import threading
+
+import numpy as np
+import torch
+
+from .runtime.bridge import Op, arrange, program_op
+
+__all__ = ["function"]
+
+_ops: list[Op] = []  # the key the operator takes -> its Op; kept for the process's life
+_keys: dict[int, int] = {}  # id(Op) -> key
+_lock = threading.Lock()
+
+
+def key_of(op: Op) -> int:
+    """The operator's key for `op` (an int: what a custom operator's schema can take)."""
+    found = _keys.get(id(op))
+    if found is None:
+        with _lock:
+            found = _keys.get(id(op))
+            if found is None:
+                _ops.append(op)
+                found = _keys[id(op)] = len(_ops) - 1
+    return found
+
+
+@torch.library.custom_op("diffdsl::call", mutates_args=())
+def call(key: int, xs: list[torch.Tensor]) -> torch.Tensor:
+    """Op number `key` on tensors `xs`: its output, `batch + (size,)`."""
+    op = _ops[key]
+    dtype = xs[0].dtype if xs else torch.float64
+    if any(x.is_cuda for x in xs):
+        out = op(list(xs), _dtype_name(dtype))  # the engine takes CUDA arrays in place
+        return torch.as_tensor(out, device=next(x.device for x in xs if x.is_cuda))
+    out = op([x.detach().numpy() for x in xs], _dtype_name(dtype))
+    return torch.from_numpy(np.asarray(out))
+
+
+@call.register_fake
+def _(key, xs):
+    op = _ops[key]
+    dtype = xs[0].dtype if xs else torch.float64
+    device = xs[0].device if xs else None
+    return torch.empty(op.out_shape([tuple(x.shape) for x in xs]), dtype=dtype, device=device)
+
+
+def _setup(ctx, inputs, output):
+    key, xs = inputs
+    ctx.key = key
+    ctx.need = tuple(bool(x.requires_grad) for x in xs)
+    ctx.shapes = [tuple(x.shape) for x in xs]
+    ctx.save_for_backward(*xs)
+
+
+def _backward(ctx, grad):
+    op = _ops[ctx.key]
+    xs = ctx.saved_tensors
+    which = tuple(k for k, need in enumerate(ctx.need) if need and op.active[k])
+    grads = [None] * len(xs)
+    if which:
+        vjp = op.vjp(which)
+        flat = call(key_of(vjp), [*xs, grad.contiguous()])
+        for k, piece in zip(which, op.cotangents(which, flat, ctx.shapes), strict=True):
+            grads[k] = piece
+    return None, grads
+
+
+call.register_autograd(_backward, setup_context=_setup)
+
+
+def function(prog, of: str | None = None, wrt=None):
+    """Output `of` of `prog` (its only output by default) as a function of tensors that
+    autograd differentiates through the compiled kernels, to any order.
+
+    Call it with the inputs by keyword or positionally in the order of `prog.inputs`; numbers
+    and arrays are taken as tensors. Leading dimensions beyond an input's declared shape are a
+    batch (the output gets them in front), as for `prog(...)`. The inputs are converted to
+    one dtype: float32 when every floating input is float32, else float64; the gradients
+    come back in each input's own dtype. Only the inputs in `wrt` (all by default) are
+    differentiated by; the others get no gradient, as if detached.
+    """
+    op = program_op(prog, of, wrt)
+    key = key_of(op)
+    names = list(prog.graph.inputs)
+    shape = op.shape
+
+    def diffdsl_function(*args, **kwargs):
+        xs = _tensors(arrange(names, args, kwargs, prog.filename))
+        out = torch.ops.diffdsl.call(key, xs)
+        return out.reshape(tuple(out.shape[:-1]) + shape)
+
+    diffdsl_function.__name__ = diffdsl_function.__qualname__ = f"diffdsl_{op.request}"
+    diffdsl_function.op = op
+    return diffdsl_function
+
+
+def _tensors(values: list) -> list:
+    """Tensors of one dtype (float32 if every floating one is, else float64) on one device."""
+    tensors = [v if isinstance(v, torch.Tensor) else torch.as_tensor(np.asarray(v))
+               for v in values]
+    floats = [t.dtype for t in tensors if t.is_floating_point()]
+    dtype = torch.float32 if floats and all(d == torch.float32 for d in floats) \
+        else torch.float64
+    device = next((t.device for t in tensors if t.is_cuda), None)
+    return [t.to(dtype=dtype, device=device) if device is not None else t.to(dtype)
+            for t in tensors]
+
+
+def _dtype_name(dtype) -> str:
+    return "float32" if dtype == torch.float32 else "float64"
