@@ -100,6 +100,10 @@ LAYERS = {
     "backends/llvm": 3,  # the LLVM IR emitter: text from a graph
     "backends/native": 3,  # llvmlite: object code from text, loaded into the JIT
     "backends/numpy": 4,
+    "backends/c_loops": 2.95,  # a region as a C loop calling its body
+    "backends/c": 3.1,  # C99 source of a graph, mirroring the LLVM emitter
+    "backends/c_api": 3.2,  # exported functions' header and wrappers
+    "backends/shared": 4.1,  # the JIT's object code as a shared library
     "backends/cpu": 4,
     "backends/cuda": 4,
     "backends/cuda_tape": 4,
@@ -127,6 +131,7 @@ LAYERS = {
     "runtime/__init__": 6,
     # the API
     "api": 6,
+    "export": 6.1,  # C source, shared libraries and LLVM IR of a program (duck-typed Program)
     # cli/
     "cli/results": 6.5,  # values, derivatives, sparse matrices, the cache: text and JSON
     "cli/examples": 6.6,  # the examples that end each command's --help
@@ -157,7 +162,7 @@ ALLOWED_SAME_LAYER = {
 
 def folder_of(name: str) -> str:
     """The stage that module `name` belongs to: its first folder, or "" for a shared module."""
-    if name == "api":
+    if name in ("api", "export"):
         return "api"
     if name in ("__init__", "__main__", "torch", "jax"):  # the bridges stand beside the API
         return "top"
@@ -308,8 +313,8 @@ def test_an_import_up_a_folder_is_caught(tmp_path, monkeypatch):
 
 # What the command line may import: the API, the report modules, its own modules, and the few
 # below them that know nothing of programs (errors, files, limits, progress bars, data files).
-CLI_MAY_IMPORT = ("api", "symbolic/report", "symbolic/formulas", "cli/*", "errors", "files",
-                  "limits", "progress", "version", "datafiles")
+CLI_MAY_IMPORT = ("api", "export", "symbolic/report", "symbolic/formulas", "cli/*", "errors",
+                  "files", "limits", "progress", "version", "datafiles")
 
 
 def is_cli(name: str) -> bool:

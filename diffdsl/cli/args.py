@@ -104,6 +104,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("-o", dest="out", metavar="OUT.dot|OUT.svg|OUT.png")
     _limit_option(p)
 
+    _export(commands)
+
     p = commands.add_parser("cache", help="Show or clear the kernel cache.",
                             description="The folder of compiled kernels (DIFFDSL_CACHE_DIR "
                             "overrides where it is).")
@@ -115,6 +117,31 @@ def build_parser() -> argparse.ArgumentParser:
         sub.epilog = epilog(name)
         sub.formatter_class = argparse.RawDescriptionHelpFormatter
     return parser
+
+
+def _export(commands) -> None:
+    from ..export import KINDS
+    text = ("Write the value and the derivatives asked for as C99 source (libm only), as a "
+            "shared library of the compiled kernels, or as LLVM IR, with a header that "
+            "documents them (docs/export.md).")
+    p = commands.add_parser("export", help="Write derivatives as C, a shared library or "
+                            "LLVM IR.", description=text)
+    p.add_argument("file", metavar="FILE", help="the .dd program")
+    for kind in KINDS:
+        p.add_argument(f"--{kind.replace('_', '-')}", dest=kind, action="store_true",
+                       help=f"export the {kind.replace('_', ' ')} too (NAME_{kind})")
+    _of_wrt(p)
+    p.add_argument("--c", metavar="OUTDIR", help="write OUTDIR/NAME.h and OUTDIR/NAME.c")
+    p.add_argument("--shared", metavar="LIBRARY", help="link libNAME.so (.dylib, .dll: "
+                   "added where the name has no suffix) and write NAME.h beside it")
+    p.add_argument("--llvm", metavar="OUTDIR", help="write the LLVM IR of each function "
+                   "(OUTDIR/NAME_value.ll, ...), NAME.h and NAME_api.c")
+    p.add_argument("--name", metavar="NAME", help="the functions' prefix, a C identifier "
+                   "(default: the file's name)")
+    p.add_argument("--dtype", default="float64", choices=sorted(api.DTYPES))
+    p.add_argument("--json", action="store_true", help="machine-readable output")
+    p.add_argument("--no-cache", action="store_true", help="do not use the kernel cache")
+    _limit_option(p)
 
 
 def _tangents(p) -> None:

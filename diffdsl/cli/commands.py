@@ -7,6 +7,7 @@ from __future__ import annotations
 import numpy as np
 
 from .. import api
+from .. import export as exporting
 from ..errors import UsageError
 from . import files as cli_files
 from .args import wrt_of
@@ -148,6 +149,20 @@ def cmd_graph(args) -> int:
     return EXIT_OK
 
 
+def cmd_export(args) -> int:
+    """The files written, one a line (or as JSON)."""
+    prog = api.load(args.file, dtype=args.dtype, cache=not args.no_cache)
+    kinds = [kind for kind in exporting.KINDS if getattr(args, kind)]
+    written = exporting.export(prog, c=args.c, shared=args.shared, llvm=args.llvm,
+                               kinds=kinds, of=args.of, wrt=wrt_of(args), name=args.name)
+    if args.json:
+        print_json({"files": [str(path) for path in written]})
+    else:
+        for path in written:
+            print(path)
+    return EXIT_OK
+
+
 def cmd_cache(args) -> int:
     info = api.cache_clear() if args.action == "clear" else api.cache_info()
     if args.json:
@@ -162,5 +177,5 @@ COMMANDS = {
     "graph": cmd_graph,
     "eval": cmd_eval, "grad": cmd_derivative, "jacobian": cmd_derivative,
     "hessian": cmd_derivative, "vjp": cmd_derivative, "jvp": cmd_derivative,
-    "hvp": cmd_derivative, "diff": cmd_diff, "check": cmd_check,
+    "hvp": cmd_derivative, "diff": cmd_diff, "check": cmd_check, "export": cmd_export,
 }

@@ -53,6 +53,10 @@ EXAMPLES = {
         "diffdsl graph examples/det2.dd",
         "diffdsl graph examples/det2.dd --grad",
     ],
+    "export": [
+        "diffdsl export examples/det3.dd --grad --hessian --c /tmp/diffdsl-export/det3",
+        "diffdsl export examples/rosenbrock.dd --grad --shared /tmp/diffdsl-export/librosen",
+    ],
     "cache": [
         "diffdsl cache info",
         "diffdsl cache info --json",
