@@ -147,10 +147,11 @@ def _write_shared(functions, path: Path, name: str, dtype: str, source: str) -> 
         raise UsageError(f"a shared library here is named {suffix}, not {path.suffix}: {path}",
                          hint=f"name it {path.with_suffix(suffix).name}, or leave the suffix "
                               "out and it is added")
+    if path.is_dir() or path.name in ("", ".", ".."):
+        raise UsageError(f"{path} is a folder; --shared names the library file",
+                         hint=f"e.g. {path / ('libNAME' + suffix)}")
     if path.suffix != suffix:
         path = path.with_name(path.name + suffix)
-    if path.is_dir():
-        raise UsageError(f"{path} is a folder; --shared names the library file")
     built = _objects(functions, dtype)
     scratches = [s for _, s in built]
     header = _header(functions, name, dtype, source, scratches)

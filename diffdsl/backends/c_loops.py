@@ -1,7 +1,6 @@
 """A region as C: a `for` loop in the segment that holds it, calling its body's function once
 per iteration, as llvm_loops.py writes it in LLVM IR (the same scratch areas of the layout,
-the same order of the sums). A scan (`carry` > 0) also passes its state from one iteration
-to the next through two arrays of the loop's own.
+the same order of the sums; a scan's state where the LLVM loop keeps it).
 """
 
 from __future__ import annotations
@@ -41,17 +40,21 @@ def loop(graph: Graph, plan, i: int, value, t: str, prefix: str, zero: str) -> l
             bases.append(f"s + {run[1]}")
         else:
             bases.append(f"p[{run[0]}] + {run[1]}")
-    if region.carry:
+    if region.carry:  # a scan: the state lies in its final place, the next beside it
+        first = area["buf"] + region.carry_value(0)
         start = node.args[len(node.args) - region.carry:]
-        out.append(f"{t} {r}_h[{region.carry}], {r}_next[{region.carry}];")
-        out += [f"{r}_h[{k}] = {value(a)};" for k, a in enumerate(start)]
-        out += [f"{r}_pp[{at['@h']}] = {r}_h;", f"{r}_pp[{at['@next']}] = {r}_next;"]
+        out += [f"s[{first + k}] = {value(a)};" for k, a in enumerate(start)]
+        out += [f"{r}_pp[{at['@h']}] = s + {first};",
+                f"{r}_pp[{at['@next']}] = s + {area['next']};"]
     out += [f"for (int64_t it = 0; it < {region.n}; ++it) {{",
             f"    s[{area['index']}] = ({t})it;"]
     for j, (_, stride, offset) in enumerate(region.streams):
         out.append(f"    {r}_pp[{at[f'@s{j}']}] = {bases[j]} + it * {stride} + {offset};")
     out += [f"    {r}_pp[{at['@map']}] = s + {area['buf'] + region.sums} + it * {region.maps};",
             f"    {prefix}b{i}_run({r}_pp, s + {area['body']});"]
+    if region.carry:  # the body has read the whole state: the next takes its place
+        out.append(f"    memcpy(s + {first}, s + {area['next']}, "
+                   f"{region.carry} * sizeof({t}));")
     for e in range(region.sums):
         acc, term = f"s[{area['buf'] + e}]", f"s[{area['sums'] + e}]"
         kind = region.kind(e)
@@ -63,9 +66,5 @@ def loop(graph: Graph, plan, i: int, value, t: str, prefix: str, zero: str) -> l
         test = "<=" if kind == "min" else ">="
         out += [f"    if (it == 0 || !({acc} {test} {term})) {{",
                 f"        {acc} = {term};", f"        {winner} = ({t})it;", "    }"]
-    if region.carry:
-        out.append(f"    for (int k = 0; k < {region.carry}; ++k) {r}_h[k] = {r}_next[k];")
     out.append("}")
-    for k in range(region.carry):
-        out.append(f"s[{area['buf'] + region.carry_value(k)}] = {r}_h[{k}];")
     return out
