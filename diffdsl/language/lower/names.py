@@ -17,6 +17,7 @@ import numpy as np
 from ...errors import TypeMismatchError, UnknownNameError
 from ..builtins.table import BUILTINS
 from .bindings import DERIVATIVES
+from .regions import Irregular, Unread
 from .while_loop import loop_value_error
 
 
@@ -27,7 +28,10 @@ class FunctionScope(dict):
 def lookup_value(lw, name: str, scope, span):
     """The value of `name` in `scope`; `lw` is the lowerer (its consts, inputs and defs)."""
     if name in scope:
-        return scope[name]
+        value = scope[name]
+        if isinstance(value, Unread):  # read before the body of a scan assigns it
+            raise Irregular(f"'{name}' is read before the loop's body assigns it")
+        return value
     if "." in name:  # `label.steps`, read from the scope where the loop stands
         raise loop_value_error(lw, name, scope, span)
     if name in lw.consts:

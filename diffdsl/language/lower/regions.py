@@ -35,6 +35,18 @@ class Irregular(Exception):
     """The body does something with its index that a region cannot express."""
 
 
+class Unread:
+    """What a name the loop assigns, static after the first iteration, holds in the body: the
+    body may assign it (a temporary, the variable of an inner loop), never read it first,
+    since its value would be static written out and one value for every iteration here.
+    `names.lookup_value` refuses to read it, which makes the loop irregular."""
+
+    __slots__ = ("name",)
+
+    def __init__(self, name: str):
+        self.name = name
+
+
 class BodyBuilder:
     """The builder of a region's body, inside `parent` (the builder the region node goes to).
 
@@ -109,9 +121,9 @@ class BodyBuilder:
         self.reads[j].add(offset)
         return self._own(self.inner.input(f"@s{j}", offset))
 
-    def carried(self, m: int) -> list[int]:
-        """Ids of a scan's state as the body reads it ("@h"), `m` elements."""
-        return [self._own(self.inner.input("@h", k)) for k in range(m)]
+    def carried(self, m: int, start: int = 0) -> list[int]:
+        """Ids of a scan's state as the body reads it ("@h"), elements `start` on, `m`."""
+        return [self._own(self.inner.input("@h", k)) for k in range(start, start + m)]
 
     def finish(self, sums: list, maps: list, combine: tuple = (), state=None) -> int:
         """The region node, built in the parent, of this body with outputs `sums` (added

@@ -13,15 +13,13 @@ cannot express (see regions.py) drops the attempt, and the rest of the loop is w
 
 from __future__ import annotations
 
-from collections import ChainMap
-
 import numpy as np
 
 from ...errors import DiffDSLError
 from .. import syntax as s
 from ..loop_index import Index
 from ..values import Dyn, is_array
-from .regions import BodyBuilder, Irregular
+from .regions import BodyBuilder, Irregular, Unread
 
 
 def assigned(body) -> set[str]:
@@ -35,8 +33,8 @@ def assigned(body) -> set[str]:
             names |= assigned(st.body)
         elif isinstance(st, s.While):
             names |= assigned(st.body)
-            if st.label is not None:
-                names.add(st.label)
+            if st.label is not None:  # `label.steps` and `label.converged`
+                names |= {st.label, f"{st.label}.steps", f"{st.label}.converged"}
         elif isinstance(st, s.If):
             for _, block in st.branches:
                 names |= assigned(block)
@@ -60,7 +58,7 @@ def scan_length(lw, st: s.For, scope) -> int | None:
     return n
 
 
-def _varying(lw, value) -> bool:
+def _varying(value) -> bool:
     if is_array(value):
         return value.size > 0 and all(isinstance(x, Dyn) for x in value.flat)
     return isinstance(value, Dyn)
@@ -72,7 +70,10 @@ def lower_scan(lw, st: s.For, n: int, scope, bind) -> bool:
     a name in `scope` as the loop statement does."""
     names = sorted(name for name in assigned(st.body) - {st.name} if name in scope)
     values = [scope[name] for name in names]
-    if not names or not all(_varying(lw, v) for v in values):
+    written = [name for name, v in zip(names, values, strict=True) if not _varying(v)]
+    names = [name for name in names if name not in written]
+    values = [scope[name] for name in names]
+    if not names:
         return False
     parent, memo, budget_used = lw.v.b, lw.memo, lw.v.budget.used
     bb = BodyBuilder(parent, n - 1)
@@ -82,12 +83,14 @@ def lower_scan(lw, st: s.For, n: int, scope, bind) -> bool:
         sizes = [v.size if is_array(v) else 1 for v in values]
         state = bb.carried(sum(sizes))
         inside, at = {st.name: Index.of(bb).plus(1)}, 0
+        inside.update((name, Unread(name)) for name in written)
         for name, v, size in zip(names, values, sizes, strict=True):
             items = [lw.v.dyn(i) for i in state[at:at + size]]
             inside[name] = np.array(items, dtype=object).reshape(v.shape) if is_array(v) \
                 else items[0]
             at += size
-        body_scope = ChainMap(inside, scope)
+        body_scope = type(scope)(scope)  # a copy, as a dynamic `if` copies its scope
+        body_scope.update(inside)
         lw.block(st.body, body_scope)
         nexts = []
         for name, v in zip(names, values, strict=True):
@@ -97,6 +100,24 @@ def lower_scan(lw, st: s.For, n: int, scope, bind) -> bool:
             nexts += [lw.v.dyn(lw.v.node(x)) if isinstance(x, Index) else x
                       for x in (new.flat if is_array(new) else [new])]
         initial = [lw.v.node(x) for v in values for x in (v.flat if is_array(v) else [v])]
+        statics = {}  # a written-only name's value: one for every iteration
+        for name in written:
+            new = body_scope[name]
+            if isinstance(new, Unread) or (is_array(new) and any(
+                    isinstance(x, Unread) for x in new.flat)):
+                raise Irregular(f"'{name}' assigned in only some iterations")
+            flat = [lw.v.dyn(lw.v.node(x)) if isinstance(x, Index) else x
+                    for x in (new.flat if is_array(new) else [new])]
+            if lw.v.is_static(new) and not any(isinstance(x, Index) for x in flat):
+                statics[name] = new
+                continue
+            # Varying from the second iteration on: state the body writes and never reads,
+            # its final value the last iteration's (the initial one is never read).
+            bb.carried(len(flat), start=len(nexts))
+            nexts += flat
+            initial += [parent.const(0.0)] * len(flat)
+            names.append(name)
+            values.append(new)
         region = bb.finish([], [], state=(initial, nexts))
     except (Irregular, DiffDSLError, AttributeError, IndexError, TypeError, ValueError,
             KeyError):
@@ -112,5 +133,7 @@ def lower_scan(lw, st: s.For, n: int, scope, bind) -> bool:
         items = [lw.v.dyn(parent.part(region, r.carry_value(at + k))) for k in range(size)]
         bind(name, np.array(items, dtype=object).reshape(v.shape) if is_array(v) else items[0])
         at += size
+    for name, value in statics.items():
+        bind(name, value)
     bind(st.name, n - 1)
     return True
