@@ -151,6 +151,7 @@ def function(prog, of: str | None = None, wrt=None):
         dtype = jnp.float32 if floats and all(d == jnp.float32 for d in floats) \
             else jnp.float64
         xs = [x.astype(dtype) for x in xs]
+        op.batch([x.shape for x in xs])  # the shapes checked, naming the inputs
         out = call_p.bind(*xs, op=op)
         return out.reshape(tuple(out.shape[:-1]) + shape)
 

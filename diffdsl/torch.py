@@ -108,6 +108,7 @@ def function(prog, of: str | None = None, wrt=None):
 
     def diffdsl_function(*args, **kwargs):
         xs = _tensors(arrange(names, args, kwargs, prog.filename))
+        op.batch([tuple(x.shape) for x in xs])  # the shapes checked, naming the inputs
         out = torch.ops.diffdsl.call(key, xs)
         return out.reshape(tuple(out.shape[:-1]) + shape)
 

@@ -21,7 +21,7 @@ import math
 
 import numpy as np
 
-from ..errors import UsageError
+from ..errors import InputError, UsageError
 from ..graph import autodiff
 from ..graph.ir import Graph, Node, Port, prune
 from .engine import Once
@@ -99,11 +99,11 @@ class Op:
             given = tuple(given)
             extra = len(given) - len(declared)
             if extra < 0 or given[extra:] != declared:
-                raise UsageError(f"input {self.label(k)} is declared with shape "
+                raise InputError(f"input {self.label(k)} is declared with shape "
                                  f"{list(declared)}, but the value given has shape {list(given)}")
             if extra:
                 if found and given[:extra] != found:
-                    raise UsageError(f"batch shapes do not agree: {list(found)} and "
+                    raise InputError(f"batch shapes do not agree: {list(found)} and "
                                      f"{list(given[:extra])} (input {self.label(k)})")
                 found = given[:extra]
         return found

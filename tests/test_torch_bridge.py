@@ -1,0 +1,160 @@
+"""diffdsl.torch: a program as a PyTorch function, checked by PyTorch's own oracles.
+
+gradcheck and gradgradcheck compare the kernels' first and second derivatives (the backward of
+the backward: the vjp of the vjp graph) with finite differences on every example's outputs of
+one element; values and gradients are compared with torch's own operations where torch has
+them (det, logsumexp); torch.compile(fullgraph=True) must trace the operator without a graph
+break, forward and backward.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+torch = pytest.importorskip("torch", reason="torch is not installed (the 'torch' extra)")
+
+from bridge_points import CASES, EXAMPLES, POINTS, one_element_outputs, program  # noqa: E402
+
+import diffdsl  # noqa: E402
+import diffdsl.torch as dt  # noqa: E402
+from diffdsl.errors import InputError, UsageError  # noqa: E402
+
+F64 = torch.float64
+
+
+def tensors(values: dict, wrt=None) -> list:
+    return [torch.tensor(np.asarray(v), dtype=F64, requires_grad=wrt is None or name in wrt)
+            for name, v in values.items()]
+
+
+def test_the_table_names_every_one_element_output():
+    data = {(f"data/{name}.dd", of) for name, of in (("kmeans", "cost"), ("gmm", "loglik"),
+                                                      ("mlp", "loss"))}
+    assert set(one_element_outputs()) == set(CASES) | data
+
+
+@pytest.mark.parametrize("name,of", CASES)
+def test_gradcheck_and_gradgradcheck(name, of):
+    f = dt.function(program(name), of=of)
+    xs = tensors(POINTS[name][0])
+    assert torch.autograd.gradcheck(f, xs)
+    assert torch.autograd.gradgradcheck(f, xs)
+
+
+def data_inputs(name: str):
+    """The GradBench-style examples' inputs, and the few differentiated by: finite differences
+    over thousands of data elements would take minutes."""
+    rng = np.random.default_rng(1)
+    if name == "kmeans":
+        return {"P": rng.normal(size=(1000, 8)), "C": rng.normal(size=(10, 8))}, ["C"]
+    if name == "gmm":
+        return {"X": rng.normal(size=(1000, 4)), "alpha": rng.normal(size=5),
+                "mu": rng.normal(size=(5, 4)), "q": 0.1 * rng.normal(size=(5, 4))}, ["alpha"]
+    return {"X": rng.normal(size=(256, 32)), "Y": rng.normal(size=256),
+            "W1": 0.2 * rng.normal(size=(32, 32)), "b1": 0.1 * rng.normal(size=32),
+            "w2": 0.2 * rng.normal(size=32), "b2": np.float64(0.1)}, ["w2", "b2"]
+
+
+@pytest.mark.parametrize("name", ["kmeans", "gmm", "mlp"])
+def test_data_examples(name):
+    values, wrt = data_inputs(name)
+    f = dt.function(diffdsl.load(EXAMPLES / "data" / f"{name}.dd", backend="cpu"), wrt=wrt)
+    xs = tensors(values, wrt)
+    assert torch.autograd.gradcheck(f, xs)
+    assert torch.autograd.gradgradcheck(f, xs)
+
+
+def test_against_torch_det_with_a_batch_and_a_shared_input():
+    """gauss.dd's value, gradient and second derivatives beside torch's own Cholesky,
+    with x batched and S, mu shared by every row (their gradients summed over the rows)."""
+    def reference(S, x, mu):
+        L = torch.linalg.cholesky(torch.tril(S) + torch.tril(S, -1).T)  # reads S's lower part
+        z = torch.linalg.solve_triangular(L, (x - mu).unsqueeze(-1), upper=False)[..., 0]
+        n = S.shape[-1]
+        return -0.5 * (z * z).sum(-1) - torch.log(torch.diagonal(L)).sum() \
+            - n / 2 * np.log(2 * np.pi)
+
+    rng = np.random.default_rng(3)
+    S = torch.tensor([[2.0, 0.5, 0.1], [0.5, 1.5, 0.2], [0.1, 0.2, 1.0]], dtype=F64)
+    x = torch.tensor(rng.normal(size=(4, 3)), dtype=F64)
+    mu = torch.tensor(rng.normal(size=3), dtype=F64)
+    f = dt.function(program("gauss.dd"))
+    ours, theirs = [], []
+    for fn, out in ((f, ours), (reference, theirs)):
+        args = [t.clone().requires_grad_() for t in (S, x, mu)]
+        value = fn(*args)
+        grads = torch.autograd.grad(value.sum(), args, create_graph=True)
+        second = torch.autograd.grad(grads[1].sum() + grads[2].square().sum(), args)
+        out += [value, *grads, *second]
+    for a, b in zip(ours, theirs, strict=True):
+        torch.testing.assert_close(a, b, rtol=1e-10, atol=1e-12)
+
+
+def test_positional_keyword_float32_and_wrt():
+    prog = program("matrix.dd")
+    f = dt.function(prog, of="q", wrt=["v"])
+    A = torch.eye(3, dtype=torch.float32) * 2
+    v = torch.tensor([1.0, 2.0, 3.0], requires_grad=True)
+    q = f(A, v=v)
+    assert q.dtype == torch.float32 and q.shape == ()
+    assert q.item() == pytest.approx(2 * 14)
+    q.backward()
+    torch.testing.assert_close(v.grad, 4 * v.detach())  # d(v'Av)/dv = 2 A v
+    A.requires_grad_()
+    (g,) = torch.autograd.grad(f(A, v), [A], allow_unused=True)
+    assert g is None  # A is outside wrt: no gradient, as if detached
+    # an int input and a float64 one give float64
+    assert f(np.eye(3, dtype=np.int64), torch.ones(3, dtype=F64)).dtype == F64
+
+
+def test_vector_output_and_batch():
+    f = dt.function(program("special.dd"), of="f")
+    x = torch.tensor(np.random.default_rng(5).uniform(0.5, 1.5, (2, 3)), dtype=F64,
+                     requires_grad=True)
+    y = torch.tensor([0.1, -0.2, 0.3], dtype=F64, requires_grad=True)
+    assert f(x, y).shape == (2, 3)
+    want = program("special.dd")(x=x.detach().numpy(), y=y.detach().numpy())["f"]
+    np.testing.assert_allclose(f(x, y).detach().numpy(), want, rtol=1e-14)
+    assert torch.autograd.gradcheck(f, (x, y))
+    assert torch.autograd.gradgradcheck(f, (x, y))
+
+
+def test_bad_calls_are_usage_errors():
+    f = dt.function(program("gauss.dd"))
+    with pytest.raises(UsageError, match="missing value for mu"):
+        f(torch.eye(3), torch.ones(3))
+    with pytest.raises(UsageError, match="'sigma' is not an input"):
+        f(torch.eye(3), torch.ones(3), sigma=1.0)
+    with pytest.raises(UsageError, match="given twice"):
+        f(torch.eye(3), torch.ones(3), torch.ones(3), x=1.0)
+    with pytest.raises(InputError, match="input 'S' is declared with shape"):
+        f(torch.eye(2), torch.ones(3), torch.ones(3))
+    with pytest.raises(UsageError, match="pick one with of="):
+        dt.function(program("matrix.dd"))
+
+
+def test_torch_compile_trains_without_graph_breaks():
+    """A small model whose loss is a .dd program, compiled with fullgraph=True (a graph
+    break would raise): its loss falls, and each compiled gradient equals eager mode's."""
+    torch.manual_seed(0)
+    loss_fn = dt.function(program("logsumexp.dd"), of="lse")
+    layer = torch.nn.Linear(3, 5, dtype=F64)
+
+    def step(inputs):
+        return loss_fn(layer(inputs)).mean()
+
+    compiled = torch.compile(step, fullgraph=True)
+    inputs = torch.randn(8, 3, dtype=F64)
+    eager = torch.autograd.grad(step(inputs), list(layer.parameters()))
+    ours = torch.autograd.grad(compiled(inputs), list(layer.parameters()))
+    for a, b in zip(ours, eager, strict=True):
+        torch.testing.assert_close(a, b, rtol=1e-12, atol=1e-12)
+    optimiser = torch.optim.SGD(layer.parameters(), lr=0.5)
+    first = compiled(inputs).item()
+    for _ in range(20):
+        optimiser.zero_grad()
+        loss = compiled(inputs)
+        loss.backward()
+        optimiser.step()
+    assert compiled(inputs).item() < first - 0.1
