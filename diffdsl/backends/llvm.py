@@ -181,9 +181,9 @@ class _Layout:
             area[name] = self.scratch
             self.scratch += size
         area["gather"] = []
-        for length, _, _ in region.streams:
+        for j, (length, _, _) in enumerate(region.streams):
             area["gather"].append(self.scratch)
-            self.scratch += length
+            self.scratch += length if region.source(j) < 0 else 0  # read where it lies
         self.areas[i] = area
 
     def _copy(self, graph: Graph, k: int, ids) -> np.ndarray:

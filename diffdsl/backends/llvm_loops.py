@@ -60,10 +60,13 @@ def loop(graph: Graph, plan, i: int, value, port, block: list, t: str, prefix: s
     for e in range(region.sums):
         out.append(f"store {t} {zero}, ptr {scratch(f'{r}.acc{e}', area['buf'] + e)}")
     bases, at = [], region.captures
-    for j, (length, _, _) in enumerate(region.streams):
-        ids = node.args[at:at + length]
-        at += length
-        run = _run_of(graph, plan, ids)
+    for j in range(len(region.streams)):
+        ids = node.args[at:at + region.taken(j)]
+        at += region.taken(j)
+        if region.source(j) >= 0:  # a region's values, read whole where they lie
+            run = "buf", plan.areas[ids[0]]["buf"] + region.source(j)
+        else:
+            run = _run_of(graph, plan, ids)
         if run is None:
             for m, a in enumerate(ids):
                 out.append(f"store {t} {value(a)}, "

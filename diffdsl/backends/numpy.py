@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..graph.ir import Graph, verify, verifying
-from ..graph.loops import initial_state, split_args
+from ..graph.loops import initial_state, materialize, split_args
 from ..graph.ufuncs import FUNCTIONS
 
 
@@ -20,6 +20,9 @@ def _region(region, args: list, rows: int | None, dtype) -> np.ndarray:
     def column(v):  # (r,) whether the value is shared or one per row
         return np.broadcast_to(np.asarray(v, dtype=dtype), (r,))
 
+    # A stream that reads a region's values whole: its argument is that region's array.
+    region, args = materialize(region, args, lambda a, k, length: [a[..., k + e]
+                                                                   for e in range(length)])
     if region.carry:
         sums, maps, state = _scan(region, args, r, column, dtype)
         values = _finish(region, sums, maps, [state], dtype)

@@ -366,9 +366,19 @@ def _check_looped(nodes, i: int, node: Node) -> None:
         first, last = min(ends), max(ends) + width - 1
         if min(length, offset) < 0 or (width and (first < 0 or last >= length)):
             _fault(i, node, f"a stream of {length} elements read up to element {last}")
+    if region.whole and len(region.whole) != len(region.streams):
+        _fault(i, node, f"a region's sources {region.whole} do not match its streams")
     if len(node.args) != region.arity:
         _fault(i, node, f"the region takes {region.arity} arguments, the node has "
                         f"{len(node.args)}")
+    at = region.captures
+    for j, (length, _, _) in enumerate(region.streams):
+        k = region.source(j)
+        if k >= 0:
+            source = nodes[node.args[at]]
+            if source.op != "region" or k + length > source.attr.size:
+                _fault(i, node, f"stream {j} reads values {k} to {k + length - 1} of a region")
+        at += region.taken(j)
 
 
 def _input_element(graph: Graph, i: int, node: Node) -> tuple:

@@ -41,10 +41,26 @@ def split_args(region: Region, args) -> tuple[list, list[list]]:
     """A region node's arguments as (captures, [each stream's elements])."""
     captures = list(args[:region.captures])
     streams, at = [], region.captures
-    for length, _, _ in region.streams:
-        streams.append(list(args[at:at + length]))
-        at += length
+    for j in range(len(region.streams)):
+        streams.append(list(args[at:at + region.taken(j)]))
+        at += region.taken(j)
     return captures, streams
+
+
+def materialize(region: Region, args, values_of) -> tuple[Region, list]:
+    """The same region with every stream's elements as arguments: `values_of(a, k, length)`
+    gives the ids of values k to k + length - 1 of region node `a` (a stream that reads a
+    region's values whole). Consumers that take streams element by element call this."""
+    if not region.whole:
+        return region, list(args)
+    captures, streams = split_args(region, args)
+    out = list(captures)
+    for j, ids in enumerate(streams):
+        k = region.source(j)
+        out += list(values_of(ids[0], k, region.streams[j][0])) if k >= 0 else ids
+    out += initial_state(region, args)
+    return Region(region.n, region.body, region.captures, region.streams, region.combine,
+                  region.carry), out
 
 
 def initial_state(region: Region, args) -> list:
@@ -106,7 +122,11 @@ def expand(graph: Graph) -> Graph:
         elif node.op == "const":
             ids[i] = b.const(node.attr)
         elif node.op == "region":
-            values[i] = unroll(b, _expanded(node.attr), [ids[a] for a in node.args])
+            # An argument that is a region node is a stream of its values, read whole.
+            args = [a if graph.nodes[a].op == "region" else ids[a] for a in node.args]
+            region, args = materialize(node.attr, args,
+                                       lambda a, k, length: values[a][k:k + length])
+            values[i] = unroll(b, _expanded(region), args)
         elif node.op == "part":
             ids[i] = values[node.args[0]][node.attr]
         else:

@@ -34,11 +34,25 @@ class Region:
     streams: tuple[tuple[int, int, int], ...]  # (length, stride, offset) per stream
     combine: tuple[str, ...] = ()  # per "@sum" output: "add", "min" or "max"; () all "add"
     carry: int = 0  # the state a scan carries from one iteration to the next
+    # Per stream, -1 (its elements are arguments, one each) or k >= 0: its one argument is a
+    # region node and its elements are that region's values k, k + 1, ... (a scan's pullback
+    # reads the states it stored so, without a part node per element). () is all -1.
+    whole: tuple[int, ...] = ()
 
     def key(self) -> str:
         kinds = f":{','.join(self.combine)}" if any(k != "add" for k in self.combine) else ""
         carry = f":h{self.carry}" if self.carry else ""
-        return f"{self.n}:{self.captures}:{self.streams}:{self.body.key()}{kinds}{carry}"
+        whole = f":w{self.whole}" if self.whole else ""
+        return f"{self.n}:{self.captures}:{self.streams}:{self.body.key()}{kinds}{carry}{whole}"
+
+    def source(self, j: int) -> int:
+        """-1 where stream j's elements are arguments, else the first value of the region
+        node that is its one argument."""
+        return self.whole[j] if self.whole else -1
+
+    def taken(self, j: int) -> int:
+        """How many arguments stream j takes."""
+        return 1 if self.source(j) >= 0 else self.streams[j][0]
 
     def kind(self, e: int) -> str:
         """How "@sum" output `e` is combined over the iterations."""
@@ -72,14 +86,15 @@ class Region:
     @property
     def arity(self) -> int:
         """How many arguments its node takes: captures, streams, the initial state."""
-        return self.captures + sum(length for length, _, _ in self.streams) + self.carry
+        return self.captures + sum(self.taken(j) for j in range(len(self.streams))) + self.carry
 
     def carry_value(self, k: int) -> int:
         """The value that holds element `k` of the final carried state."""
         return self.size - self.carry + k
 
     def with_body(self, body) -> Region:
-        return Region(self.n, body, self.captures, self.streams, self.combine, self.carry)
+        return Region(self.n, body, self.captures, self.streams, self.combine, self.carry,
+                      self.whole)
 
     def winner_value(self, e: int) -> int:
         """The value that holds the winner of min/max output `e`."""

@@ -25,16 +25,15 @@ from .loops import body_graph, initial_state, inline, split_args
 from .region import Region
 
 
-def stored_states(b: Builder, node) -> list[int]:
-    """Parts of a copy of scan `node` that stacks the state each iteration reads: that of
-    iteration i, element k, is item i * carry + k."""
+def stored_states(b: Builder, node) -> int:
+    """A copy of scan `node` that stacks the state each iteration reads: that of iteration i,
+    element k, is its value i * carry + k (the pullback streams it whole)."""
     region: Region = node.attr
     body = region.body
     stored = body_graph(body.nodes, dict(body.inputs), [], list(body.inputs["@h"].ids),
                         list(body.outputs["@next"].ids))
-    r = b.region(Region(region.n, stored, region.captures, region.streams, (), region.carry),
-                 node.args)
-    return [b.part(r, k) for k in range(region.n * region.carry)]
+    return b.region(Region(region.n, stored, region.captures, region.streams, (), region.carry,
+                           region.whole), node.args)
 
 
 def _inputs(bb: Builder, captures: int, widths: list[int], carry: int) -> dict:
@@ -120,7 +119,7 @@ def scan_pullback(b: Builder, at: int, node, cts: dict[int, int], active: bytear
     zero = b.const(0.0)
     args = captures + [cts.get(e, zero) for e in range(p)]
     args += [b.part(at, region.winner_value(e)) for e in won]
-    args += [a for ids in streams for a in ids] + stored_states(b, node)
+    args += [a for ids in streams for a in ids] + [stored_states(b, node)]
     back_streams = [(length, -stride, offset + stride * (n - 1))
                     for length, stride, offset in region.streams]
     back_streams.append((n * m, -m, (n - 1) * m))
@@ -130,8 +129,10 @@ def scan_pullback(b: Builder, at: int, node, cts: dict[int, int], active: bytear
     final = [cts.get(region.carry_value(k), zero) for k in range(m)]
     if guards:
         final += [b.const(1.0 if region.carry_value(k) in cts else 0.0) for k in range(m)]
+    whole = [region.source(j) for j in range(len(region.streams))] + [0]
+    whole += [-1] if seeded_maps else []
     back = Region(n, body, region.captures + p + len(won), tuple(back_streams), combine,
-                  len(final))
+                  len(final), tuple(whole))
     r = b.region(back, args + final)
     parts: list = [None] * len(node.args)
     shown: list = [None] * len(node.args)

@@ -10,7 +10,8 @@ import heapq
 import sys
 
 from . import loop_sweeps, scan_sweeps
-from .ir import Builder
+from .ir import Builder, Node
+from .loops import materialize
 from .ops import OPS
 
 LOOPED = ("region", "part")
@@ -81,6 +82,7 @@ def reverse(b: Builder, stop: int, active: bytearray, seeds: list[tuple[int, int
         if node.op == "region":
             if i not in reached:
                 continue
+            node = _materialized(b, node, active)
             pullback = scan_sweeps.scan_pullback if node.attr.carry else \
                 loop_sweeps.region_pullback
             parts, shown = pullback(b, i, node, reached.pop(i), active, _self())
@@ -180,19 +182,13 @@ def forward(b: Builder, stop: int, active: bytearray, tangents: dict[int, int],
         node = b.nodes[i]
         if node.op in LOOPED:
             if node.op == "part":
-                r = node.args[0]
-                if r in region_tangent:
-                    rt, made = region_tangent[r]
-                    value_of = scan_sweeps.scan_tangent_value if made[0] == "scan" else \
-                        loop_sweeps.tangent_value
-                    found = value_of(b.nodes[r].attr, made, node.attr)
-                    if found is not None:  # a winner of a min or max has no tangent
-                        t[i] = b.part(rt, found[0])
-                        guard[i] = guard[r]
-                        if found[1] is not None:  # the body's guard, carried out
-                            shown = b.op("ne", b.part(rt, found[1]), b.const(0.0))
-                            guard[i] = _both(b, guard[r], shown)
+                _part_tangent(b, i, node, t, guard, region_tangent)
                 continue
+            if node.attr.whole:  # its streams' elements as parts, with their tangents
+                node = _materialized(b, node, active)
+                for a in node.args:
+                    if a > i and b.nodes[a].op == "part" and a not in t:  # not yet reached
+                        _part_tangent(b, a, b.nodes[a], t, guard, region_tangent)
             ts = [t.get(a) for a in node.args]
             if any(x is not None for x in ts):
                 gs = [guard.get(a) for a in node.args]
@@ -231,6 +227,40 @@ def forward(b: Builder, stop: int, active: bytearray, tangents: dict[int, int],
     if guards_out is not None:
         guards_out.update(guard)
     return t
+
+
+def _part_tangent(b: Builder, i: int, node, t: dict, guard: dict, region_tangent: dict):
+    """The tangent of part node i, read from its region's tangent region, if it has one."""
+    r = node.args[0]
+    if r not in region_tangent:
+        return
+    rt, made = region_tangent[r]
+    value_of = scan_sweeps.scan_tangent_value if made[0] == "scan" else \
+        loop_sweeps.tangent_value
+    found = value_of(b.nodes[r].attr, made, node.attr)
+    if found is None:  # a winner of a min or max has no tangent
+        return
+    t[i] = b.part(rt, found[0])
+    guard[i] = guard[r]
+    if found[1] is not None:  # the body's guard, carried out
+        shown = b.op("ne", b.part(rt, found[1]), b.const(0.0))
+        guard[i] = _both(b, guard[r], shown)
+
+
+def _materialized(b: Builder, node, active: bytearray):
+    """Region `node` as it is, or, where a stream reads a region's values whole, the same
+    region with those values as arguments: part nodes, made here and marked active as their
+    region is (the sweeps take a region's arguments element by element)."""
+    if not node.attr.whole:
+        return node
+    region, args = materialize(node.attr, node.args, lambda a, k, length: [
+        b.part(a, k + e) for e in range(length)])
+    first = len(active)
+    active.extend(bytes(len(b.nodes) - first))
+    for j in range(first, len(b.nodes)):
+        if b.nodes[j].op == "part":
+            active[j] = active[b.nodes[j].args[0]]
+    return Node("region", tuple(args), region)
 
 
 def _any_guard(b: Builder, ts: list, gs: list) -> int | None:

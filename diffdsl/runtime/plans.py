@@ -115,6 +115,7 @@ def encode(graph: Graph) -> dict:
             nodes.append(["region", {"n": r.n, "captures": r.captures,
                                      "streams": [list(x) for x in r.streams],
                                      "combine": list(r.combine), "carry": r.carry,
+                                     "whole": list(r.whole),
                                      "body": encode(r.body)}, *node.args])
         elif node.op == "part":
             nodes.append(["part", node.args[0], node.attr])
@@ -138,7 +139,8 @@ def decode(data: dict, source: str) -> Graph:
             region = Region(int(r["n"]), decode(r["body"], source), int(r["captures"]),
                             tuple((int(a), int(b), int(c)) for a, b, c in r["streams"]),
                             tuple(str(k) for k in r.get("combine", ())),
-                            int(r.get("carry", 0)))
+                            int(r.get("carry", 0)),
+                            tuple(int(k) for k in r.get("whole", ())))
             nodes.append(Node("region", tuple(int(a) for a in item[2:]), region))
         elif op == "part" and len(item) == 3:
             nodes.append(Node("part", (int(item[1]),), int(item[2])))
