@@ -45,10 +45,10 @@ def _inputs(bb: Builder, captures: int, widths: list[int], carry: int) -> dict:
 
 
 def _reverse_body(region: Region, sweep, seeded: list, seeded_maps: bool, live_caps: list,
-                  live_streams: list, guards: bool) -> tuple:
-    """The body of a scan's pullback; with it the body's cotangent of each captured value,
-    stream element and state element (None where it computes none) and whether some carry a
-    guard."""
+                  live_streams: list, guards: bool, live: set) -> tuple:
+    """The body of a scan's pullback; with it whether the body computes a cotangent of each
+    captured value, stream element and state element, and whether some carry a guard. Only
+    the state elements in `live` carry a cotangent that may be nonzero."""
     m, n, p, q, c = region.carry, region.n, region.sums, region.maps, region.captures
     won = region.winners
     streams = len(region.streams)
@@ -62,7 +62,7 @@ def _reverse_body(region: Region, sweep, seeded: list, seeded_maps: bool, live_c
         given[f"@s{j}"] = ports[f"@s{j}"]
     out = inline(bb, region.body, given)
     seeds, seed_guards = [], {}
-    for k in range(m):
+    for k in sorted(live):
         seeds.append((out["@next"][k], carried[k]))
         if guards:
             seed_guards[carried[k]] = bb.op("ne", shown[k], bb.const(0.0))
@@ -111,10 +111,23 @@ def scan_pullback(b: Builder, at: int, node, cts: dict[int, int], active: bytear
     seeded_maps = q > 0 and any(p + k in cts for k in range(n * q))
     live_caps = [k for k, a in enumerate(captures) if active[a]]
     live_streams = [j for j, ids in enumerate(streams) if any(active[a] for a in ids)]
-    made = _reverse_body(region, sweep, seeded, seeded_maps, live_caps, live_streams, False)
-    guards = made[3]
+    # The state elements whose cotangent may be nonzero: seeded at the end, or reached by
+    # the body's pullback from one that is (a fixed point).
+    live = {k for k in range(m) if region.carry_value(k) in cts}
+    while True:
+        made = _reverse_body(region, sweep, seeded, seeded_maps, live_caps, live_streams,
+                             False, live)
+        state_nodes = made[4][2]
+        grown = live | {k for k in range(m) if made[2][state_nodes[k]]}
+        if grown == live:
+            break
+        live = grown
+    # Guards where the body's select makes one 0, or where a live element's cotangent is 0
+    # from some iteration on (a state the body writes and never reads): 0 * inf there.
+    guards = made[3] or any(not made[2][state_nodes[k]] for k in live)
     if guards:
-        made = _reverse_body(region, sweep, seeded, seeded_maps, live_caps, live_streams, True)
+        made = _reverse_body(region, sweep, seeded, seeded_maps, live_caps, live_streams,
+                             True, live)
     body, combine, reached, _, (cap_nodes, map_nodes, state_nodes) = made
     zero = b.const(0.0)
     args = captures + [cts.get(e, zero) for e in range(p)]
@@ -171,7 +184,8 @@ def scan_pullback(b: Builder, at: int, node, cts: dict[int, int], active: bytear
     return parts, conds
 
 
-def _tangent_body(region: Region, sweep, cap_t: list, stream_t: list, guards: bool):
+def _tangent_body(region: Region, sweep, cap_t: list, stream_t: list, guards: bool,
+                  live: set):
     m, c = region.carry, region.captures
     won = region.winners
     widths = region.widths()
@@ -187,11 +201,10 @@ def _tangent_body(region: Region, sweep, cap_t: list, stream_t: list, guards: bo
     for e, j in enumerate(stream_t):
         for x, dx in zip(ports[f"@s{j}"], ports[f"@s{len(widths) + e}"], strict=True):
             tangents[x] = dx
-    tangents.update(zip(state, dstate, strict=True))
+    tangents.update((state[k], dstate[k]) for k in live)
     seed_guards = {}
     if guards:
-        seed_guards = {x: bb.op("ne", g, bb.const(0.0)) for x, g in zip(state, shown_in,
-                                                                          strict=True)}
+        seed_guards = {state[k]: bb.op("ne", shown_in[k], bb.const(0.0)) for k in live}
     inner: dict = {}
     t = sweep.forward(bb, len(bb.nodes), sweep.active_nodes(bb, set(tangents)), tangents,
                       guards_out=inner, seed_guards=seed_guards)
@@ -230,10 +243,19 @@ def scan_tangent(b: Builder, at: int, node, ts: list, sweep) -> tuple:
     cap_t = [x for x in range(k) if ts[x] is not None]
     stream_t = [j for j, (length, _, _) in enumerate(region.streams)
                 if any(ts[bases[j] + e] is not None for e in range(length))]
-    made = _tangent_body(region, sweep, cap_t, stream_t, False)
-    guards = made[3]
+    # The state elements whose tangent may be nonzero: given one, or reached from one that
+    # is (a fixed point); guards where one becomes exactly 0, as in `scan_pullback`.
+    p, q = region.sums, region.maps
+    live = {e for e in range(m) if ts[first + e] is not None}
+    while True:
+        made = _tangent_body(region, sweep, cap_t, stream_t, False, live)
+        grown = live | {e for e in range(m) if made[2][p + q + e]}
+        if grown == live:
+            break
+        live = grown
+    guards = made[3] or any(not made[2][p + q + e] for e in live)
     if guards:
-        made = _tangent_body(region, sweep, cap_t, stream_t, True)
+        made = _tangent_body(region, sweep, cap_t, stream_t, True, live)
     body, combine, reached, _ = made
     zero = b.const(0.0)
     args = captures + [ts[x] for x in cap_t]

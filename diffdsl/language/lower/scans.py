@@ -106,15 +106,14 @@ def lower_scan(lw, st: s.For, n: int, scope, bind) -> bool:
             if isinstance(new, Unread) or (is_array(new) and any(
                     isinstance(x, Unread) for x in new.flat)):
                 raise Irregular(f"'{name}' assigned in only some iterations")
-            flat = [lw.v.dyn(lw.v.node(x)) if isinstance(x, Index) else x
-                    for x in (new.flat if is_array(new) else [new])]
+            flat = list(new.flat) if is_array(new) else [new]
             if lw.v.is_static(new) and not any(isinstance(x, Index) for x in flat):
                 statics[name] = new
                 continue
             # Varying from the second iteration on: state the body writes and never reads,
             # its final value the last iteration's (the initial one is never read).
             bb.carried(len(flat), start=len(nexts))
-            nexts += flat
+            nexts += [lw.v.dyn(lw.v.node(x)) if isinstance(x, Index) else x for x in flat]
             initial += [parent.const(0.0)] * len(flat)
             names.append(name)
             values.append(new)
