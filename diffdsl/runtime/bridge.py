@@ -44,16 +44,27 @@ class Op:
     """A graph called by position. `active[k]`: whether input k may be differentiated by (the
     program's inputs outside `wrt` never are; every input a derivative adds is)."""
 
-    def __init__(self, prog, graph: Graph, active: tuple, request: str, shape: tuple = None):
+    def __init__(self, prog, build, shapes: list, size: int, active: tuple, request: str,
+                 shape: tuple | None = None):
+        """`build()` makes the graph, on first use: JAX's reverse mode transposes a jvp Op
+        into its parent's vjp without evaluating it, so its graph is never needed."""
         self.prog = prog
-        self.graph = graph
+        self._build = build
+        self._graph = None
+        self.shapes = [tuple(s) for s in shapes]  # the inputs' declared shapes
+        self.size = size  # the output's elements
         self.active = tuple(active)
         self.request = request
-        self.shapes = [port.shape for port in graph.inputs.values()]
-        self.size = graph.outputs[OUT].size
         self.shape = (self.size,) if shape is None else tuple(shape)  # the output, unflattened
         self._derived = Once()  # ("jvp" or "vjp", D) -> Op
         self.origin = None  # (parent Op, "jvp" or "vjp", D) for a derivative
+
+    @property
+    def graph(self) -> Graph:
+        """The graph, built once per program and request (kept in the plan on disk)."""
+        if self._graph is None:
+            self._graph = self.prog.derived(self.request, self._build)
+        return self._graph
 
     def __repr__(self) -> str:
         return f"<diffdsl bridge op {self.request}>"
@@ -74,20 +85,24 @@ class Op:
         return self._derived.get((kind, which), lambda: self._make(kind, which))
 
     def _make(self, kind: str, which: tuple) -> Op:
-        names = list(self.graph.inputs)
-        wrt = [names[k] for k in which]
         request = f"bridge {kind}{list(which)} of ({self.request})"
-        if kind == "jvp":
-            def build():
+
+        def build():
+            names = list(self.graph.inputs)
+            wrt = [names[k] for k in which]
+            if kind == "jvp":
                 g = autodiff.jvp(self.graph, OUT, wrt)
                 return renamed(g, names + [autodiff.tangent_name(n) for n in wrt], ["jvp"])
-            active = self.active + (True,) * len(which)
+            g = autodiff.vjp(self.graph, OUT, wrt)
+            return renamed(g, names + [autodiff.SEED], [autodiff.d_name(n) for n in wrt])
+
+        if kind == "jvp":
+            op = Op(self.prog, build, self.shapes + [self.shapes[k] for k in which], self.size,
+                    self.active + (True,) * len(which), request)
         else:
-            def build():
-                g = autodiff.vjp(self.graph, OUT, wrt)
-                return renamed(g, names + [autodiff.SEED], [autodiff.d_name(n) for n in wrt])
-            active = self.active + (True,)
-        op = Op(self.prog, self.prog.derived(request, build), active, request)
+            op = Op(self.prog, build, self.shapes + [(self.size,)],
+                    sum(math.prod(self.shapes[k]) for k in which), self.active + (True,),
+                    request)
         op.origin = (self, kind, which)
         return op
 
@@ -148,10 +163,12 @@ def program_op(prog, of: str | None, wrt) -> Op:
     of = prog.output_name(of)
     wrt = autodiff.pick_inputs(prog.graph, wrt)
     names = list(prog.graph.inputs)
-    request = f"bridge {of} wrt {','.join(wrt)}"
-    graph = prog.derived(request, lambda: renamed(prog.graph, names, [of]))
-    return Op(prog, graph, tuple(n in wrt for n in names), request,
-              prog.graph.outputs[of].shape)
+    port = prog.graph.outputs[of]
+    op = Op(prog, lambda: renamed(prog.graph, names, [of]),
+            [p.shape for p in prog.graph.inputs.values()], port.size,
+            tuple(n in wrt for n in names), f"bridge {of} wrt {','.join(wrt)}", port.shape)
+    _ = op.graph  # built now: a program's own graph is cheap to rename, and errors show here
+    return op
 
 
 def arrange(names: list, args: tuple, kwargs: dict, filename: str) -> list:
