@@ -8,6 +8,9 @@ logsumexp), whose derivatives JAX derives independently of diffdsl.
 
 from __future__ import annotations
 
+import subprocess
+import sys
+
 import numpy as np
 import pytest
 
@@ -130,3 +133,11 @@ def test_bad_calls_are_errors():
         f(jnp.eye(3), jnp.ones(4), jnp.ones(3))
     with pytest.raises(InputError, match="batch shapes do not agree"):
         f(jnp.eye(3), jnp.ones((2, 3)), jnp.ones((5, 3)))
+
+
+def test_the_example_runs():
+    """examples/bridges/jax_newton.py: jit and vmap around jax.grad and jax.hessian."""
+    done = subprocess.run([sys.executable, str(EXAMPLES / "bridges" / "jax_newton.py")],
+                          capture_output=True, text=True, timeout=300, check=False)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "64 reach a stationary point" in done.stdout
