@@ -215,3 +215,20 @@ def test_scans_survive_the_plan_cache(tmp_path, monkeypatch):
     again = diffdsl.compile(ODE)
     assert scans(again.graph)
     close(again.grad(x), first)
+
+
+def test_ranges_with_a_start_stay_loops():
+    """`range(start, stop)` in a `for` and in a comprehension: the index starts there."""
+    source = """
+input x[200]
+s = x[0]
+for i in range(3, 150) {
+    s = s * 0.99 + x[i] * i
+}
+output y = s + sum(x[i] * x[i - 1] for i in range(1, 200)) + i
+"""
+    loop, written = build(source, 64), build(source, 10**9)
+    assert scans(loop.graph) and len(loop.graph.nodes) < 600
+    x = point(written)
+    close(loop.evaluate(x), written.evaluate(x))
+    close(loop.grad(x), written.grad(x))

@@ -181,21 +181,29 @@ class BodyBuilder:
 
 
 def regular_range(lw, clauses, scope) -> int | None:
-    """The trip count of a single `for NAME in range(...)` clause starting at 0 with step 1
-    and past `limits.unroll` iterations; None for anything else."""
+    """The trip count of a single `for NAME in range(...)` clause with step 1 past
+    `limits.unroll` iterations; None for anything else."""
     if len(clauses) != 1 or not isinstance(clauses[0], s.CompFor):
         return None
-    it = clauses[0].iter
+    bounds = range_bounds(lw, clauses[0].iter, scope)
+    if bounds is None or bounds[1] - bounds[0] <= lw.v.limits.unroll:
+        return None
+    return bounds[1] - bounds[0]
+
+
+def range_bounds(lw, it, scope) -> tuple[int, int] | None:
+    """(start, stop) of `range(stop)` or `range(start, stop)` of static integers; None for
+    any other iterable."""
     if not (isinstance(it, s.Call) and it.func == "range" and "range" not in lw.functions
-            and len(it.args) == 1):
+            and len(it.args) in (1, 2)):
         return None
     try:
-        n = lw.expr(it.args[0], scope)
+        bounds = [lw.expr(a, scope) for a in it.args]
     except DiffDSLError:
         return None  # reported when the loop is unrolled
-    if type(n) is not int or n <= lw.v.limits.unroll:
+    if any(type(b) is not int for b in bounds):
         return None
-    return n
+    return (0, bounds[0]) if len(bounds) == 1 else (bounds[0], bounds[1])
 
 
 def lower_region(lw, elt, clause, n: int, scope, kind: str, combine: str = "add", post=None):
@@ -208,7 +216,8 @@ def lower_region(lw, elt, clause, n: int, scope, kind: str, combine: str = "add"
     lw.v.b = lw.b = bb
     lw.memo = {}  # memoised calls hold node ids of the builder they were made in
     try:
-        value = lw.expr(elt, ChainMap({clause.name: Index.of(bb)}, scope))
+        start = range_bounds(lw, clause.iter, scope)[0]
+        value = lw.expr(elt, ChainMap({clause.name: Index.of(bb).plus(start)}, scope))
         if kind == "sum":
             if is_array(value):
                 raise Irregular("a sum of arrays")

@@ -19,7 +19,7 @@ from ...errors import DiffDSLError
 from .. import syntax as s
 from ..loop_index import Index
 from ..values import Dyn, is_array
-from .regions import BodyBuilder, Irregular, Unread
+from .regions import BodyBuilder, Irregular, Unread, range_bounds
 
 
 def assigned(body) -> set[str]:
@@ -42,20 +42,13 @@ def assigned(body) -> set[str]:
     return names
 
 
-def scan_length(lw, st: s.For, scope) -> int | None:
-    """The trip count of `for NAME in range(n)` past `limits.unroll` iterations (the loop
-    this module may keep); None for any other loop."""
-    it = st.iter
-    if not (isinstance(it, s.Call) and it.func == "range" and "range" not in lw.functions
-            and len(it.args) == 1):
+def scan_range(lw, st: s.For, scope) -> range | None:
+    """The values of `for NAME in range(stop)` or `range(start, stop)` past `limits.unroll`
+    iterations (a loop this module may keep); None for any other loop."""
+    bounds = range_bounds(lw, st.iter, scope)
+    if bounds is None or bounds[1] - bounds[0] <= lw.v.limits.unroll:
         return None
-    try:
-        n = lw.expr(it.args[0], scope)
-    except DiffDSLError:
-        return None  # reported when the loop is written out
-    if type(n) is not int or n <= lw.v.limits.unroll:
-        return None
-    return n
+    return range(*bounds)
 
 
 def _varying(value) -> bool:
@@ -64,10 +57,11 @@ def _varying(value) -> bool:
     return isinstance(value, Dyn)
 
 
-def lower_scan(lw, st: s.For, n: int, scope, bind) -> bool:
+def lower_scan(lw, st: s.For, steps: range, scope, bind) -> bool:
     """Lower the loop from its second iteration on as a scan, the first already run in
     `scope`; False (nothing changed) where it must be written out. `bind(name, value)` binds
     a name in `scope` as the loop statement does."""
+    n = len(steps)
     names = sorted(name for name in assigned(st.body) - {st.name} if name in scope)
     values = [scope[name] for name in names]
     written = [name for name, v in zip(names, values, strict=True) if not _varying(v)]
@@ -82,7 +76,7 @@ def lower_scan(lw, st: s.For, n: int, scope, bind) -> bool:
     try:
         sizes = [v.size if is_array(v) else 1 for v in values]
         state = bb.carried(sum(sizes))
-        inside, at = {st.name: Index.of(bb).plus(1)}, 0
+        inside, at = {st.name: Index.of(bb).plus(steps.start + 1)}, 0
         inside.update((name, Unread(name)) for name in written)
         for name, v, size in zip(names, values, sizes, strict=True):
             items = [lw.v.dyn(i) for i in state[at:at + size]]
@@ -134,5 +128,5 @@ def lower_scan(lw, st: s.For, n: int, scope, bind) -> bool:
         at += size
     for name, value in statics.items():
         bind(name, value)
-    bind(st.name, n - 1)
+    bind(st.name, steps[-1])
     return True

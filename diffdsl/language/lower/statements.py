@@ -19,7 +19,7 @@ from .. import syntax as s
 from ..values import Dyn, is_array
 from .indices import iterate, need_static_int, subscripts
 from .names import lookup_value
-from .scans import lower_scan, scan_length
+from .scans import lower_scan, scan_range
 from .while_loop import lower_while
 
 # Declarations ---------------------------------------------------------------------------------
@@ -125,16 +125,16 @@ def aug_assign(lw, st: s.AugAssign, scope: dict) -> None:
 
 
 def for_statement(lw, st: s.For, scope: dict) -> None:
-    n = scan_length(lw, st, scope)
-    if n is None:
+    steps = scan_range(lw, st, scope)
+    if steps is None:
         items = iterate(lw, st.iter, scope)
     else:  # a long loop: after its first iteration, the rest may stay a loop (scans.py)
-        _bind(lw, st.name, 0, scope, st.span)
+        _bind(lw, st.name, steps[0], scope, st.span)
         lw.block(st.body, scope)
-        if lower_scan(lw, st, n, scope, lambda name, v: _bind(lw, name, v, scope, st.span)):
+        if lower_scan(lw, st, steps, scope, lambda name, v: _bind(lw, name, v, scope, st.span)):
             return
-        lw.v.budget.charge(n, st.iter.span, "this loop")
-        items = range(1, n)
+        lw.v.budget.charge(len(steps), st.iter.span, "this loop")
+        items = steps[1:]
     for item in items:
         _bind(lw, st.name, item, scope, st.span)
         lw.block(st.body, scope)
