@@ -127,6 +127,9 @@ def test_exactly_diagonal_and_identity():
     np.testing.assert_array_equal(r["V"], np.eye(3)[:, [1, 2, 0]])
     dw = p.jvp({"A": E}, A=np.eye(3), of="w")
     assert np.all(np.isfinite(dw)) and dw.sum() == pytest.approx(np.trace(E), abs=1e-14)
+    # an exactly repeated eigenvalue, where JAX's and PyTorch's eigenvector derivatives are NaN
+    dV = p.jvp({"A": E}, A=np.diag([1.0, 1.0, 2.0]), of="V")
+    assert np.all(np.isfinite(dV))
 
 
 _HYP = {}
