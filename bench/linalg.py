@@ -24,7 +24,8 @@ CASES = {
                   "np.linalg.slogdet(A)[1]", "lambda A, W: jnp.linalg.slogdet(A)[1]"),
     "logdet": ("output y = logdet(S)\noutput f = logdet(S)",
                "np.linalg.slogdet(S)[1]", "lambda S, W: jnp.linalg.slogdet(S)[1]"),
-    "solve_triangular": ("output y = solve_triangular(L, W)\noutput f = sum(solve_triangular(L, W))",
+    "solve_triangular": ("output y = solve_triangular(L, W)\n"
+                         "output f = sum(solve_triangular(L, W))",
                          "sl.solve_triangular(L, W, lower=True)",
                          "lambda L, W: jsl.solve_triangular(L, W, lower=True).sum()"),
     "eigvalsh": ("output y = eigvalsh(S)\noutput f = dot(W[0], eigvalsh(S))",
@@ -40,7 +41,8 @@ import json, sys, time
 import numpy as np
 import scipy.linalg as sl
 import diffdsl
-name, n, body, reference, jax_fn, rows = sys.argv[1], int(sys.argv[2]), *sys.argv[3:6], int(sys.argv[6])
+name, n, rows = sys.argv[1], int(sys.argv[2]), int(sys.argv[6])
+body, reference, jax_fn = sys.argv[3:6]
 var = body.split("(")[1].split(")")[0].split(",")[0]
 rng = np.random.default_rng(0)
 X = rng.standard_normal((n, n))
