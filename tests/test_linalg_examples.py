@@ -113,3 +113,27 @@ def test_check_on_an_example(capsys):
     out = capsys.readouterr().out
     assert status == 0, out
     assert "d/dk of miss" in out and "d/dc of miss" in out and "ok" in out
+
+
+def test_every_new_builtin_on_the_cuda_backend():
+    """The CUDA backend (under Numba's simulator where there is no GPU, as tests/conftest.py
+    sets) against the numpy interpreter: values and a gradient through every new builtin."""
+    from diffdsl.backends import cuda
+
+    if not cuda.available():
+        pytest.skip("no CUDA GPU and no simulator")
+    p = diffdsl.compile("input A[3, 3]\ninput S[3, 3]\ninput b[3]\n"
+                        "output l = logabsdet(A) + signdet(A) + logdet(S)\n"
+                        "output x = solve_triangular(A, b) + solve_triangular_upper(A, b)\n"
+                        "output w = eigvalsh(S)\noutput V = eigh(S)\noutput E = expm(A)\n"
+                        "output f = sum(diag(eigh(S)) * eigvalsh(S)) + trace(expm(A)) + "
+                        "logdet(S) + sum(outer(b, b))\n", cache=False)
+    X = RNG.standard_normal((3, 3))
+    given = {"A": X + 3 * np.eye(3), "S": X @ X.T + np.eye(3), "b": RNG.standard_normal(3)}
+    want, got = p(given, backend="numpy"), p(given, backend="cuda")
+    for name in want:
+        np.testing.assert_allclose(got[name], want[name], rtol=1e-13, atol=1e-14)
+    g_want = p.grad(given, of="f", backend="numpy")
+    g_got = p.grad(given, of="f", backend="cuda")
+    for name in g_want:
+        np.testing.assert_allclose(g_got[name], g_want[name], rtol=1e-12, atol=1e-13)
