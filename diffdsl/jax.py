@@ -9,7 +9,11 @@ Every call binds one JAX primitive, `diffdsl_call`, whose parameter is an `Op`
 four rules JAX asks of one:
 
 - evaluation: outside `jit` the kernel is called on the arrays directly; under `jit` through
-  `jax.pure_callback` (bench/bridges.py measures it against an XLA foreign-function call);
+  `jax.pure_callback`. `ROUTE = "ffi"` calls the kernel's machine code as an XLA custom call
+  instead (runtime/xla_call.py: no Python, no GIL), several times faster a call
+  (bench/bridges.py), but through XLA's original custom-call convention, which XLA:CPU
+  deprecates (it logs an error at each compilation and is to be removed), hence not the
+  default: the typed FFI wants a handler that reads XLA's call frame, not written yet;
 - forward mode: the tangent is the primitive again, on the Op's jvp (the tangents as inputs);
 - transposition: a jvp Op is linear in its tangents, and its transpose is the primitive on the
   parent's vjp, so reverse mode is forward mode transposed, as for JAX's own primitives;
@@ -28,6 +32,9 @@ taken as zero (those inputs are treated as constants).
 
 from __future__ import annotations
 
+import ctypes
+import math
+
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -36,11 +43,18 @@ from jax.extend.core import Primitive
 from jax.interpreters import ad, batching, mlir
 
 from .errors import UsageError
+from .runtime import xla_call
 from .runtime.bridge import Op, arrange, program_op
+from .runtime.engine import resolve_backend
 
 __all__ = ["function"]
 
 call_p = Primitive("diffdsl_call")
+ROUTE = "ffi"  # how `jit` calls a kernel on the CPU: "callback", or "ffi" (see above)
+# (graph, dtype, steps, rows) -> (target name, library, function pointer), or (None,) where
+# the kernel takes the callback; the library and the pointer live as long as the process.
+_targets: dict = {}
+_CALL = ctypes.CFUNCTYPE(ctypes.c_void_p, ctypes.c_void_p)
 
 
 def _dtype(xs) -> np.dtype:
@@ -63,6 +77,44 @@ def _host(*xs, op: Op):
     dtype = _dtype(xs).name
     return jax.pure_callback(lambda *arrays: op([np.asarray(a) for a in arrays], dtype),
                              shape, *xs)
+
+
+def _lowered(*xs, op: Op):
+    """Under `jit` on the CPU: the kernel as a custom call where it can be, else `_host`."""
+    shapes = [x.shape for x in xs]
+    name = _target(op, shapes, _dtype(xs).name) if ROUTE == "ffi" else None
+    if name is None:
+        return _host(*xs, op=op)
+    out = jax.ShapeDtypeStruct(op.out_shape(shapes), _dtype(xs))
+    return jax.ffi.ffi_call(name, out)(*xs)
+
+
+def _target(op: Op, shapes: list, dtype: str):
+    """The custom call's registered name for this layout, made once; None for the callback:
+    a backend other than the CPU's, a tape kernel, or a batch that the engine would share
+    among threads (`cpu.PARALLEL_WORK`)."""
+    from .backends import cpu
+    if resolve_backend(op.prog.backend) not in ("cpu", "auto"):
+        return None
+    batch = op.batch(shapes)
+    rows = math.prod(batch)
+    if rows == 0 or (rows > 1 and rows * len(op.graph.nodes) >= cpu.PARALLEL_WORK):
+        return None
+    steps = [math.prod(declared) if len(shape) > len(declared) else 0
+             for shape, declared in zip(shapes, op.shapes, strict=True)] + [op.size]
+    key = (op.graph, dtype, tuple(steps), rows)
+    found = _targets.get(key)
+    if found is None:
+        made = xla_call.entry(op.prog.kernel(op.graph, dtype), steps, rows)
+        found = (None,)
+        if made is not None:
+            library, address = made
+            name = f"diffdsl_xla_{len(_targets)}"
+            pointer = _CALL(address)
+            jax.ffi.register_ffi_target(name, jax.ffi.pycapsule(pointer), platform="cpu")
+            found = (name, library, pointer)
+        _targets[key] = found
+    return found[0]
 
 
 def _jvp(primals, tangents, *, op: Op):
@@ -126,6 +178,7 @@ def _batch(args, dims, *, op: Op):
 call_p.def_impl(_eager)
 call_p.def_abstract_eval(_abstract)
 mlir.register_lowering(call_p, mlir.lower_fun(_host, multiple_results=False))
+mlir.register_lowering(call_p, mlir.lower_fun(_lowered, multiple_results=False), platform="cpu")
 ad.primitive_jvps[call_p] = _jvp
 ad.primitive_transposes[call_p] = _transpose
 batching.primitive_batchers[call_p] = _batch

@@ -141,3 +141,22 @@ def test_the_example_runs():
                           capture_output=True, text=True, timeout=300, check=False)
     assert done.returncode == 0, done.stdout + done.stderr
     assert "64 reach a stationary point" in done.stdout
+
+
+@pytest.mark.parametrize("route", ["ffi", "callback"])
+def test_both_routes_under_jit(route, monkeypatch):
+    """The kernel as an XLA foreign function (the default) and through pure_callback agree
+    with the kernels called directly, for a batch with shared inputs, float64 and float32."""
+    monkeypatch.setattr(dj, "ROUTE", route)
+    prog = program("gauss.dd")
+    f = dj.function(prog)
+    S = np.array([[2.0, 1, 0], [1, 2, 1], [0, 1, 2]])
+    x = np.random.default_rng(11).normal(size=(5, 3))
+    mu = np.zeros(3)
+    grads = jax.jit(jax.grad(lambda S, x, mu: f(S, x, mu).sum(), argnums=(0, 1)))(S, x, mu)
+    want = prog.grad(S=S, x=x, mu=mu, reduce="sum")
+    close(grads[0], want["S"])
+    close(grads[1], want["x"])
+    value32 = jax.jit(f)(*(jnp.asarray(a, jnp.float32) for a in (S, x, mu)))
+    assert value32.dtype == jnp.float32
+    close(value32, prog(S=S, x=x, mu=mu), 1e-5)

@@ -128,6 +128,7 @@ LAYERS = {
     "runtime/sparse": 5.5,  # sparse Jacobians and Hessians of a (duck-typed) Program
     "runtime/calls": 5.5,  # a derivative call's extra inputs and its results, for Program
     "runtime/bridge": 5.5,  # a program's output as an op of PyTorch or JAX, and its derivatives
+    "runtime/xla_call": 5.5,  # a CPU kernel as an XLA foreign function (an FFI handler in IR)
     "runtime/__init__": 6,
     # the API
     "api": 6,
