@@ -232,3 +232,31 @@ output y = s + sum(x[i] * x[i - 1] for i in range(1, 200)) + i
     x = point(written)
     close(loop.evaluate(x), written.evaluate(x))
     close(loop.grad(x), written.grad(x))
+
+
+@pytest.mark.parametrize("fn", ["sqrt(d[i])", "cbrt(d[i])", "d[i] ** 0.5", "1 / d[i]"])
+@pytest.mark.parametrize("kind", ["map", "scan"])
+def test_a_derivative_absent_in_some_iterations_is_zero_not_nan(fn, kind):
+    """Where only some iterations' outputs are used (a map's element, a state the loop
+    writes and never reads) or only some stream elements have a tangent (a Jacobian's
+    column), the others' derivatives are exactly 0: at a point where the partial derivative
+    there is infinite (an exact 0 in the data), not 0 * inf = NaN."""
+    if kind == "map":
+        source = f"input d[70]\nm = [{fn} for i in range(70)]\noutput y = m[0] + m[5]\n"
+    else:
+        source = f"input d[70]\ns = d[0]\nfor i in range(70) {{\n    t = {fn}\n" \
+                 f"    s = s * 0.5 + (if i == 3 then t else 0)\n}}\noutput y = s + t\n"
+        source = source.replace("(if i == 3 then t else 0)", "t * d[i] * d[i]")
+    loop, written = build(source, 64), build(source, 10**9)
+    assert has_regions(loop.graph)
+    rng = np.random.default_rng(2)
+    for zero in (1, 2, 30):
+        d = rng.uniform(0.5, 2.0, 70)
+        d[zero] = 0.0
+        x = {"d": d}
+        for mode in ("reverse", "forward"):
+            a = loop.jacobian(x, mode=mode)["d"]
+            b = written.jacobian(x, mode=mode)["d"]
+            np.testing.assert_array_equal(np.isnan(a), np.isnan(b))
+            finite = np.isfinite(b)
+            np.testing.assert_allclose(a[finite], b[finite], rtol=1e-12)

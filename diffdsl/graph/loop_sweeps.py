@@ -64,8 +64,11 @@ def region_pullback(b: Builder, at: int, node, cts: dict[int, int], active: byte
     p, q, n = region.sums, region.maps, region.n
     won = region.winners
     seeded_maps = q > 0 and any(p + k in cts for k in range(n * q))
+    # Where only some map outputs have a cotangent, a stream of indicators says which: the
+    # others' seeds are 0, guarded, not 0 that meets an infinite partial as 0 * inf.
+    partial = seeded_maps and not all(p + k in cts for k in range(n * q))
     bb = Builder()
-    ports = _body_inputs(bb, region, p + len(won), [q] if seeded_maps else [])
+    ports = _body_inputs(bb, region, p + len(won), [q] * (seeded_maps + partial))
     given = {"@i": ports["@i"], "@c": ports["@c"][:region.captures]}
     for j in range(len(streams)):
         given[f"@s{j}"] = ports[f"@s{j}"]
@@ -82,6 +85,8 @@ def region_pullback(b: Builder, at: int, node, cts: dict[int, int], active: byte
     if seeded_maps:
         seed_port = ports[f"@s{len(streams)}"]
         seeds += [(out["@map"][t], seed_port[t]) for t in range(q)]
+        if partial:
+            seed_guards.update(seeded_guards(bb, seed_port, ports[f"@s{len(streams) + 1}"]))
     live_caps = [k for k, a in enumerate(captures) if active[a]]
     live_streams = [j for j, ids in enumerate(streams) if any(active[a] for a in ids)]
     sources = {ports["@c"][k] for k in live_caps}
@@ -110,6 +115,9 @@ def region_pullback(b: Builder, at: int, node, cts: dict[int, int], active: byte
     if seeded_maps:
         new_streams.append((n * q, q, 0))
         stream_args += [cts.get(p + k, b.const(0.0)) for k in range(n * q)]
+    if partial:
+        new_streams.append((n * q, q, 0))
+        stream_args += present(b, [p + k in cts for k in range(n * q)])
     back = Region(n, body, region.captures + p + len(won), tuple(new_streams), combine)
     r = b.region(back, captures + seed_args + stream_args)
     parts: list = [None] * len(node.args)
@@ -144,6 +152,18 @@ def region_pullback(b: Builder, at: int, node, cts: dict[int, int], active: byte
     return parts, conds
 
 
+def seeded_guards(bb: Builder, seeds: list, shown: list) -> dict:
+    """Guards of seeds that are inputs of a body: each holds where its indicator is not 0."""
+    zero = bb.const(0.0)
+    return {x: bb.op("ne", g, zero) for x, g in zip(seeds, shown, strict=True)}
+
+
+def present(b: Builder, which: list) -> list:
+    """Indicator arguments: 1 where a derivative is given, 0 where none is."""
+    one, zero = b.const(1.0), b.const(0.0)
+    return [one if w else zero for w in which]
+
+
 def _stream_bases(region: Region) -> list[int]:
     """Where each stream's elements start among a region node's arguments."""
     bases, at = [], region.captures
@@ -166,9 +186,13 @@ def region_tangent(b: Builder, at: int, node, ts: list, sweep) -> tuple:
     bases = _stream_bases(region)
     stream_t = [j for j, (length, _, _) in enumerate(region.streams)
                 if any(ts[bases[j] + e] is not None for e in range(length))]
+    # Streams whose elements have a tangent in some places only: an indicator stream each.
+    partial = [j for j in stream_t if any(ts[bases[j] + e] is None
+                                          for e in range(region.streams[j][0]))]
     bb = Builder()
     widths = region.widths()
-    ports = _body_inputs(bb, region, len(cap_t) + len(won), [widths[j] for j in stream_t])
+    ports = _body_inputs(bb, region, len(cap_t) + len(won),
+                         [widths[j] for j in stream_t + partial])
     given = {"@i": ports["@i"], "@c": ports["@c"][:k]}
     for j in range(len(streams)):
         given[f"@s{j}"] = ports[f"@s{j}"]
@@ -177,9 +201,13 @@ def region_tangent(b: Builder, at: int, node, ts: list, sweep) -> tuple:
     for m, j in enumerate(stream_t):
         for x, dx in zip(ports[f"@s{j}"], ports[f"@s{len(streams) + m}"], strict=True):
             tangents[x] = dx
+    seed_guards = {}
+    for m, j in enumerate(partial):
+        shown = ports[f"@s{len(streams) + len(stream_t) + m}"]
+        seed_guards.update(seeded_guards(bb, ports[f"@s{j}"], shown))
     inner: dict = {}
     t = sweep.forward(bb, len(bb.nodes), sweep.active_nodes(bb, set(tangents)), tangents,
-                      guards_out=inner)
+                      guards_out=inner, seed_guards=seed_guards)
     zero = bb.const(0.0)
     sums = [t.get(i, zero) for i in out["@sum"]]
     maps = [t.get(i, zero) for i in out["@map"]]
@@ -206,6 +234,9 @@ def region_tangent(b: Builder, at: int, node, ts: list, sweep) -> tuple:
         new_streams.append(region.streams[j])
         args += [ts[bases[j] + e] if ts[bases[j] + e] is not None else zero_outer
                  for e in range(region.streams[j][0])]
+    for j in partial:
+        new_streams.append(region.streams[j])
+        args += present(b, [ts[bases[j] + e] is not None for e in range(region.streams[j][0])])
     tangent = Region(region.n, body, k + len(cap_t) + len(won), tuple(new_streams), combine)
     return b.region(tangent, args), (guarded, reached)
 

@@ -20,7 +20,15 @@ them only where some guard turned up.
 from __future__ import annotations
 
 from .ir import Builder
-from .loop_sweeps import _at_winner, _indicator, _ports, _stream_bases, tangent_value
+from .loop_sweeps import (
+    _at_winner,
+    _indicator,
+    _ports,
+    _stream_bases,
+    present,
+    seeded_guards,
+    tangent_value,
+)
 from .loops import body_graph, initial_state, inline, split_args
 from .region import Region
 
@@ -44,7 +52,7 @@ def _inputs(bb: Builder, captures: int, widths: list[int], carry: int) -> dict:
     return ports
 
 
-def _reverse_body(region: Region, sweep, seeded: list, seeded_maps: bool, live_caps: list,
+def _reverse_body(region: Region, sweep, seeded: list, seeded_maps: int, live_caps: list,
                   live_streams: list, guards: bool, live: set) -> tuple:
     """The body of a scan's pullback; with it whether the body computes a cotangent of each
     captured value, stream element and state element, and whether some carry a guard. Only
@@ -53,7 +61,7 @@ def _reverse_body(region: Region, sweep, seeded: list, seeded_maps: bool, live_c
     won = region.winners
     streams = len(region.streams)
     bb = Builder()
-    widths = region.widths() + [m] + ([q] if seeded_maps else [])
+    widths = region.widths() + [m] + [q] * seeded_maps  # seeds, then where they are given
     ports = _inputs(bb, c + p + len(won), widths, 2 * m if guards else m)
     carried, shown = ports["@h"][:m], ports["@h"][m:]
     forward_index = bb.sub(bb.const(float(n - 1)), ports["@i"][0])
@@ -75,6 +83,9 @@ def _reverse_body(region: Region, sweep, seeded: list, seeded_maps: bool, live_c
         seeds.append((out["@sum"][e], seed))
     if seeded_maps:
         seeds += [(out["@map"][t], ports[f"@s{streams + 1}"][t]) for t in range(q)]
+    if seeded_maps == 2:
+        seed_guards.update(seeded_guards(bb, ports[f"@s{streams + 1}"],
+                                         ports[f"@s{streams + 2}"]))
     cap_nodes = [ports["@c"][k] for k in live_caps]
     map_nodes = [i for j in live_streams for i in ports[f"@s{j}"]]
     state_nodes = ports[f"@s{streams}"]
@@ -108,7 +119,9 @@ def scan_pullback(b: Builder, at: int, node, cts: dict[int, int], active: bytear
     won = region.winners
     captures, streams = split_args(region, node.args)
     seeded = [e for e in range(p) if e in cts]
+    # 1: map outputs' cotangents are streamed; 2: an indicator stream says where they are.
     seeded_maps = q > 0 and any(p + k in cts for k in range(n * q))
+    seeded_maps += seeded_maps and not all(p + k in cts for k in range(n * q))
     live_caps = [k for k, a in enumerate(captures) if active[a]]
     live_streams = [j for j, ids in enumerate(streams) if any(active[a] for a in ids)]
     # The state elements whose cotangent may be nonzero: seeded at the end, or reached by
@@ -139,11 +152,14 @@ def scan_pullback(b: Builder, at: int, node, cts: dict[int, int], active: bytear
     if seeded_maps:
         back_streams.append((n * q, -q, (n - 1) * q))
         args += [cts.get(p + k, zero) for k in range(n * q)]
+    if seeded_maps == 2:
+        back_streams.append((n * q, -q, (n - 1) * q))
+        args += present(b, [p + k in cts for k in range(n * q)])
     final = [cts.get(region.carry_value(k), zero) for k in range(m)]
     if guards:
         final += [b.const(1.0 if region.carry_value(k) in cts else 0.0) for k in range(m)]
     whole = [region.source(j) for j in range(len(region.streams))] + [0]
-    whole += [-1] if seeded_maps else []
+    whole += [-1] * seeded_maps
     back = Region(n, body, region.captures + p + len(won), tuple(back_streams), combine,
                   len(final), tuple(whole))
     r = b.region(back, args + final)
@@ -184,14 +200,14 @@ def scan_pullback(b: Builder, at: int, node, cts: dict[int, int], active: bytear
     return parts, conds
 
 
-def _tangent_body(region: Region, sweep, cap_t: list, stream_t: list, guards: bool,
-                  live: set):
+def _tangent_body(region: Region, sweep, cap_t: list, stream_t: list, partial: list,
+                  guards: bool, live: set):
     m, c = region.carry, region.captures
     won = region.winners
     widths = region.widths()
     bb = Builder()
-    ports = _inputs(bb, c + len(cap_t) + len(won), widths + [widths[j] for j in stream_t],
-                    (3 if guards else 2) * m)
+    ports = _inputs(bb, c + len(cap_t) + len(won),
+                    widths + [widths[j] for j in stream_t + partial], (3 if guards else 2) * m)
     state, dstate, shown_in = (ports["@h"][:m], ports["@h"][m:2 * m], ports["@h"][2 * m:])
     given = {"@i": ports["@i"], "@c": ports["@c"][:c], "@h": state}
     for j in range(len(widths)):
@@ -203,8 +219,11 @@ def _tangent_body(region: Region, sweep, cap_t: list, stream_t: list, guards: bo
             tangents[x] = dx
     tangents.update((state[k], dstate[k]) for k in live)
     seed_guards = {}
+    for e, j in enumerate(partial):  # stream elements with a tangent in some places only
+        shown = ports[f"@s{len(widths) + len(stream_t) + e}"]
+        seed_guards.update(seeded_guards(bb, ports[f"@s{j}"], shown))
     if guards:
-        seed_guards = {state[k]: bb.op("ne", shown_in[k], bb.const(0.0)) for k in live}
+        seed_guards.update((state[k], bb.op("ne", shown_in[k], bb.const(0.0))) for k in live)
     inner: dict = {}
     t = sweep.forward(bb, len(bb.nodes), sweep.active_nodes(bb, set(tangents)), tangents,
                       guards_out=inner, seed_guards=seed_guards)
@@ -246,16 +265,18 @@ def scan_tangent(b: Builder, at: int, node, ts: list, sweep) -> tuple:
     # The state elements whose tangent may be nonzero: given one, or reached from one that
     # is (a fixed point); guards where one becomes exactly 0, as in `scan_pullback`.
     p, q = region.sums, region.maps
+    partial = [j for j in stream_t if any(ts[bases[j] + e] is None
+                                          for e in range(region.streams[j][0]))]
     live = {e for e in range(m) if ts[first + e] is not None}
     while True:
-        made = _tangent_body(region, sweep, cap_t, stream_t, False, live)
+        made = _tangent_body(region, sweep, cap_t, stream_t, partial, False, live)
         grown = live | {e for e in range(m) if made[2][p + q + e]}
         if grown == live:
             break
         live = grown
     guards = made[3] or any(not made[2][p + q + e] for e in live)
     if guards:
-        made = _tangent_body(region, sweep, cap_t, stream_t, True, live)
+        made = _tangent_body(region, sweep, cap_t, stream_t, partial, True, live)
     body, combine, reached, _ = made
     zero = b.const(0.0)
     args = captures + [ts[x] for x in cap_t]
@@ -266,6 +287,9 @@ def scan_tangent(b: Builder, at: int, node, ts: list, sweep) -> tuple:
         new_streams.append(region.streams[j])
         args += [ts[bases[j] + e] if ts[bases[j] + e] is not None else zero
                  for e in range(region.streams[j][0])]
+    for j in partial:
+        new_streams.append(region.streams[j])
+        args += present(b, [ts[bases[j] + e] is not None for e in range(region.streams[j][0])])
     dstate = [ts[first + e] for e in range(m)]
     args += initial_state(region, node.args) + [x if x is not None else zero for x in dstate]
     if guards:
