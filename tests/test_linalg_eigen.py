@@ -6,6 +6,7 @@ cluster's eigenvalues allow (Schur-Horn)."""
 
 from __future__ import annotations
 
+import mpmath
 import numpy as np
 import pytest
 from hypothesis import given, settings
@@ -62,6 +63,10 @@ def test_values_and_first_derivatives(n, backend):
     lam, V = np.linalg.eigh(A)
     np.testing.assert_allclose(r["w"], lam, rtol=0, atol=2e-15 * np.abs(lam).max())
     np.testing.assert_allclose(r["V"], signed(V), atol=1e-14)
+    with mpmath.workdps(50):
+        exact = np.array(mpmath.eigsy(mpmath.matrix(A.tolist()), eigvals_only=True).tolist(),
+                         dtype=float).ravel()
+    np.testing.assert_allclose(r["w"], np.sort(exact), rtol=0, atol=2e-15 * np.abs(lam).max())
     dlam, dV, _ = perturbation(A, E)
     np.testing.assert_allclose(p.jvp({"A": E}, A=A, of="w", backend=backend), dlam, atol=1e-13)
     np.testing.assert_allclose(p.jvp({"A": E}, A=A, of="V", backend=backend), dV, atol=1e-12)

@@ -11,6 +11,8 @@ import mpmath
 import numpy as np
 import pytest
 import scipy.linalg as sl
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 import diffdsl
 
@@ -129,3 +131,19 @@ def test_second_derivatives(backend):
 def test_errors(source, error):
     with pytest.raises(error):
         diffdsl.compile(source, cache=False)
+
+
+@settings(max_examples=25, deadline=None)
+@given(seed=st.integers(0, 2 ** 32 - 1), decade=st.floats(-3, 3))
+def test_hypothesis_random_matrices(seed, decade):
+    """Random 3x3 matrices of 1-norm 10^decade against mpmath at 50 digits."""
+    rng = np.random.default_rng(seed)
+    A = rng.standard_normal((3, 3))
+    A *= 10 ** decade / np.abs(A).sum(axis=0).max()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)
+        kappa = np.nan_to_num(sl.expm_cond(A))
+    # SciPy's estimate fails where expm is near overflow; the condition number of exp at a
+    # normal matrix is its norm, and no matrix has a smaller one (Van Loan 1977)
+    kappa = max(kappa, 10 ** decade)
+    assert rel(prog(3)(A=A, W=A)["E"], exact(A)) < max(1e-13, 4 * U * kappa)
