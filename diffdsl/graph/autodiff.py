@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from ..errors import UsageError
 from .ir import Builder, Graph, Port
+from .loops import share_stored
 from .ports import SEED as SEED
 from .ports import d_name as d_name
 from .ports import pick_inputs as pick_inputs
@@ -48,7 +49,8 @@ def grad(graph: Graph, of: str | None = None, wrt=None) -> Graph:
     b, stop, active = _sweep_start(graph, wrt)
     out = graph.outputs[of]
     ct = reverse(b, stop, active, [(out.ids[0], b.const(1.0))])
-    return b.graph(dict(graph.inputs), {"value": out, **_cotangents(b, graph, wrt, ct)})
+    outputs = {"value": out, **_cotangents(b, graph, wrt, ct)}
+    return share_stored(b.graph(dict(graph.inputs), outputs))
 
 
 def _sweep_start(graph: Graph, wrt: list[str]) -> tuple[Builder, int, bytearray]:
@@ -66,7 +68,7 @@ def vjp(graph: Graph, of: str | None = None, wrt=None) -> Graph:
     seed_ids = tuple(b.input(SEED, k) for k in range(out.size))
     ct = reverse(b, stop, active, list(zip(out.ids, seed_ids, strict=True)))
     inputs = {**graph.inputs, SEED: Port(out.shape, seed_ids)}
-    return b.graph(inputs, {"value": out, **_cotangents(b, graph, wrt, ct)})
+    return share_stored(b.graph(inputs, {"value": out, **_cotangents(b, graph, wrt, ct)}))
 
 
 def jvp(graph: Graph, of: str | None = None, wrt=None) -> Graph:
@@ -78,7 +80,7 @@ def jvp(graph: Graph, of: str | None = None, wrt=None) -> Graph:
     t = forward(b, stop, active, seeds)
     out = graph.outputs[of]
     outputs = {"value": out, "jvp": Port(out.shape, tuple(_zero_or(b, t, i) for i in out.ids))}
-    return b.graph(inputs, outputs)
+    return share_stored(b.graph(inputs, outputs))
 
 
 def jacobian(graph: Graph, of: str | None = None, wrt=None, mode: str = "auto") -> Graph:
@@ -119,7 +121,7 @@ def jacobian(graph: Graph, of: str | None = None, wrt=None, mode: str = "auto") 
                 else:
                     ids.append(columns[i].get(o, zero))
         outputs[d_name(name)] = Port(out.shape + port.shape, tuple(ids))
-    return b.graph(dict(graph.inputs), outputs)
+    return share_stored(b.graph(dict(graph.inputs), outputs))
 
 
 def hessian(graph: Graph, of: str | None = None, wrt=None) -> Graph:
@@ -138,7 +140,7 @@ def hessian(graph: Graph, of: str | None = None, wrt=None) -> Graph:
             port_c = graph.inputs[c]
             ids = tuple(_zero_or(b, columns[j], gi) for gi in grads[a] for j in port_c.ids)
             outputs[d_name(a, c)] = Port(graph.inputs[a].shape + port_c.shape, ids)
-    return b.graph(dict(graph.inputs), outputs)
+    return share_stored(b.graph(dict(graph.inputs), outputs))
 
 
 def hvp(graph: Graph, of: str | None = None, wrt=None) -> Graph:
@@ -151,7 +153,7 @@ def hvp(graph: Graph, of: str | None = None, wrt=None) -> Graph:
     for name in wrt:
         outputs[d_name(name)] = Port(graph.inputs[name].shape,
                                      tuple(_zero_or(b, t, g) for g in grads[name]))
-    return b.graph(inputs, outputs)
+    return share_stored(b.graph(inputs, outputs))
 
 
 def hessian_diagonal(graph: Graph, of: str | None = None, wrt=None) -> Graph:
@@ -165,7 +167,7 @@ def hessian_diagonal(graph: Graph, of: str | None = None, wrt=None) -> Graph:
         outputs[d_name(name)] = Port(graph.inputs[name].shape, tuple(
             _zero_or(b, forward(b, stop, active, {j: one}), g)
             for j, g in zip(ids, grads[name], strict=True)))
-    return b.graph(dict(graph.inputs), outputs)
+    return share_stored(b.graph(dict(graph.inputs), outputs))
 
 
 def _tangent_inputs(b: Builder, graph: Graph, wrt: list[str]) -> tuple[dict, dict]:

@@ -167,3 +167,47 @@ def body_graph(nodes: list[Node], inputs: dict[str, Port], sums: list[int],
     if nexts is not None:
         outputs["@next"] = Port((len(nexts),), tuple(nexts))
     return b.graph(inputs, outputs)
+
+
+def stored_region(region: Region) -> Region:
+    """A copy of scan `region` that also stacks the state each iteration reads, as its map
+    outputs (that of iteration i, element k, is value i * carry + k), for its pullback."""
+    body = region.body
+    stored = body_graph(body.nodes, dict(body.inputs), [], list(body.inputs["@h"].ids),
+                        list(body.outputs["@next"].ids))
+    return Region(region.n, stored, region.captures, region.streams, (), region.carry,
+                  region.whole)
+
+
+def share_stored(graph: Graph) -> Graph:
+    """`graph` with each scan whose stored copy (`stored_region`, made by its pullback) is in
+    it too replaced by that copy, which computes the same final state: a gradient then runs
+    the loop forwards once, not twice. `graph` itself where there is none."""
+    regions = {(node.attr, node.args): i for i, node in enumerate(graph.nodes)
+               if node.op == "region"}
+    moved = {}  # scan -> (its stored copy's node, the shift of its values)
+    for i, node in enumerate(graph.nodes):
+        r = node.attr
+        if node.op == "region" and r.carry and not r.sums and not r.maps:
+            j = regions.get((stored_region(r), node.args))
+            if j is not None:
+                moved[i] = (j, graph.nodes[j].attr.size - r.size)
+    if not moved:
+        return graph
+    b = Builder()
+    ids: list[int] = [0] * len(graph.nodes)
+    for i, node in enumerate(graph.nodes):
+        if node.op == "input":
+            ids[i] = b.input(*node.attr)
+        elif node.op == "const":
+            ids[i] = b.const(node.attr)
+        elif node.op == "region":
+            source = graph.nodes[moved[i][0]] if i in moved else node
+            ids[i] = b.region(source.attr, [ids[a] for a in source.args])
+        elif node.op == "part":
+            r = node.args[0]
+            ids[i] = b.part(ids[r], node.attr + (moved[r][1] if r in moved else 0))
+        else:
+            ids[i] = b.op(node.op, *(ids[a] for a in node.args))
+    return b.graph(*[{name: Port(p.shape, tuple(ids[i] for i in p.ids), p.span)
+                      for name, p in ports.items()} for ports in (graph.inputs, graph.outputs)])

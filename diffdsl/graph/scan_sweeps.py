@@ -29,19 +29,14 @@ from .loop_sweeps import (
     seeded_guards,
     tangent_value,
 )
-from .loops import body_graph, initial_state, inline, split_args
+from .loops import body_graph, initial_state, inline, split_args, stored_region
 from .region import Region
 
 
 def stored_states(b: Builder, node) -> int:
     """A copy of scan `node` that stacks the state each iteration reads: that of iteration i,
     element k, is its value i * carry + k (the pullback streams it whole)."""
-    region: Region = node.attr
-    body = region.body
-    stored = body_graph(body.nodes, dict(body.inputs), [], list(body.inputs["@h"].ids),
-                        list(body.outputs["@next"].ids))
-    return b.region(Region(region.n, stored, region.captures, region.streams, (), region.carry,
-                           region.whole), node.args)
+    return b.region(stored_region(node.attr), node.args)
 
 
 def _inputs(bb: Builder, captures: int, widths: list[int], carry: int) -> dict:
