@@ -8,9 +8,10 @@ For each program, one gradient at a single point, new inputs each call (bench/co
   the value, then the vjp), the overhead of two custom-operator calls and autograd;
 - JAX eager: `jax.grad` of `diffdsl.jax.function` without `jit` (jvp, then transpose: one
   vjp kernel call after tracing in Python every time);
-- JAX jit, callback: `jax.jit(jax.grad(f))`, the kernel reached through `jax.pure_callback`;
-- JAX jit, custom call: the same with `diffdsl.jax.ROUTE = "ffi"`, the kernel an XLA custom
-  call of its machine code (runtime/xla_call.py);
+- JAX jit, callback: `jax.jit(jax.grad(f))` with `diffdsl.jax.ROUTE = "callback"`, the
+  kernel reached through `jax.pure_callback`;
+- JAX jit, FFI: the same with the default route, the kernel an XLA foreign function
+  (runtime/xla_call.py: a typed-FFI handler around its machine code);
 - JAX jit, jax.numpy: the same function written in jax.numpy, jitted, for scale.
 
     python bench/bridges.py [--markdown]
@@ -84,11 +85,13 @@ def main(markdown: bool = False) -> None:
 
         jf = dj.function(prog)
         jgrad = jax.grad(lambda *a, jf=jf: jf(*a), argnums=tuple(range(len(names))))
-        jitted = jax.jit(jgrad)
         example = [np.asarray(v, dtype=np.float64) for v in inputs(one(0)).values()]
-        dj.ROUTE = "ffi"  # read when the function is lowered, which happens here
-        jitted_ffi = jax.jit(lambda *a, jgrad=jgrad: jgrad(*a)).lower(*example).compile()
+        # ROUTE is read when a function is lowered, which happens here (a function of its own
+        # for each: JAX caches lowerings by function)
         dj.ROUTE = "callback"
+        jitted = jax.jit(lambda *a, g=jgrad: g(*a)).lower(*example).compile()
+        dj.ROUTE = "ffi"
+        jitted_ffi = jax.jit(lambda *a, g=jgrad: g(*a)).lower(*example).compile()
         ref = jax.jit(jax.grad(lambda *a, names=names, by_hand=by_hand:
                                by_hand(dict(zip(names, a, strict=True))),
                                argnums=tuple(range(len(names)))))
@@ -113,7 +116,7 @@ def main(markdown: bool = False) -> None:
             cells.append(per_call(fn, draw_many)["seconds"])
         rows.append(cells)
     headers = ["program", "prog.grad", "torch", "JAX eager", "JAX jit, callback",
-               "JAX jit, custom call", "JAX jit, jax.numpy"]
+               "JAX jit, FFI", "JAX jit, jax.numpy"]
     print(machine())
     print(table(headers, [[r[0]] + [f"{s * 1e6:.1f} us" for s in r[1:]] for r in rows],
                 markdown=markdown))

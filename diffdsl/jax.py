@@ -8,12 +8,12 @@ Every call binds one JAX primitive, `diffdsl_call`, whose parameter is an `Op`
 (runtime/bridge.py: a graph called by position, one flat output). The primitive has the
 four rules JAX asks of one:
 
-- evaluation: outside `jit` the kernel is called on the arrays directly; under `jit` through
-  `jax.pure_callback`. `ROUTE = "ffi"` calls the kernel's machine code as an XLA custom call
-  instead (runtime/xla_call.py: no Python, no GIL), several times faster a call
-  (bench/bridges.py), but through XLA's original custom-call convention, which XLA:CPU
-  deprecates (it logs an error at each compilation and is to be removed), hence not the
-  default: the typed FFI wants a handler that reads XLA's call frame, not written yet;
+- evaluation: outside `jit` the kernel is called on the arrays directly; under `jit` on the
+  CPU as an XLA foreign function (runtime/xla_call.py: a typed-FFI handler around the
+  kernel's machine code, no Python and no GIL a call, as fast as jitted jax.numpy on small
+  programs: bench/bridges.py), elsewhere through `jax.pure_callback`, which is also taken
+  for tape kernels and for batches big enough for the engine's threads (`ROUTE =
+  "callback"` takes it always);
 - forward mode: the tangent is the primitive again, on the Op's jvp (the tangents as inputs);
 - transposition: a jvp Op is linear in its tangents, and its transpose is the primitive on the
   parent's vjp, so reverse mode is forward mode transposed, as for JAX's own primitives;
