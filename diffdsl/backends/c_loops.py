@@ -28,10 +28,13 @@ def loop(graph: Graph, plan, i: int, value, t: str, prefix: str, zero: str) -> l
     for e in range(region.sums):
         out.append(f"s[{area['buf'] + e}] = {zero};")
     bases, first = [], region.captures
-    for j, (length, _, _) in enumerate(region.streams):
-        ids = node.args[first:first + length]
-        first += length
-        run = _run_of(graph, plan, ids)
+    for j in range(len(region.streams)):
+        ids = node.args[first:first + region.taken(j)]
+        first += region.taken(j)
+        if region.source(j) >= 0:  # a region's values, read whole where they lie
+            run = "buf", plan.areas[ids[0]]["buf"] + region.source(j)
+        else:
+            run = _run_of(graph, plan, ids)
         if run is None:  # gathered into the scratch, element by element
             for m, a in enumerate(ids):
                 out.append(f"s[{area['gather'][j] + m}] = {value(a)};")
