@@ -260,3 +260,25 @@ def test_a_derivative_absent_in_some_iterations_is_zero_not_nan(fn, kind):
             np.testing.assert_array_equal(np.isnan(a), np.isnan(b))
             finite = np.isfinite(b)
             np.testing.assert_allclose(a[finite], b[finite], rtol=1e-12)
+
+
+@pytest.mark.parametrize("source", [
+    # a loop variable the program differentiates by is a variable: not an index
+    "input d[80]\ns = d[0]\nfor i in range(80) {\n    s = s + d[i]\n}\noutput y = s + grad(0, i)\n",
+    "input d[80]\noutput y = sum(d[i] for i in range(80)) + grad(0, i)\n",
+    # a carried name differentiated by inside the loop
+    "input d[80]\ns = d[0]\nfor i in range(80) {\n    s = s * 0.5 + d[i]\n    t = grad(s * s, s)\n}\n"
+    "output y = s + t\n",
+])
+def test_names_differentiated_by_mean_what_they_mean_written_out(source):
+    """Both builds fail alike (an index that varies) or agree."""
+    try:
+        written = build(source, 10**9)
+    except diffdsl.errors.DiffDSLError as exc:
+        with pytest.raises(type(exc)):
+            build(source, 64)
+        return
+    loop = build(source, 64)
+    x = point(written)
+    close(loop.evaluate(x), written.evaluate(x))
+    close(loop.grad(x), written.grad(x))

@@ -211,6 +211,8 @@ def lower_region(lw, elt, clause, n: int, scope, kind: str, combine: str = "add"
     `post` a function of the element's value, lowered in the body) or
     `[elt for NAME in range(n)]` ("map") as a region; None when the body is irregular (then
     the caller unrolls it)."""
+    if clause.name in lw.wrt:  # differentiated by: a variable, as the loop written out says
+        return None
     parent, memo, budget_used = lw.v.b, lw.memo, lw.v.budget.used
     bb = BodyBuilder(parent, n)
     lw.v.b = lw.b = bb

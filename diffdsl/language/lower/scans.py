@@ -62,13 +62,15 @@ def lower_scan(lw, st: s.For, steps: range, scope, bind) -> bool:
     `scope`; False (nothing changed) where it must be written out. `bind(name, value)` binds
     a name in `scope` as the loop statement does."""
     n = len(steps)
+    if st.name in lw.wrt:  # differentiated by: a variable, as the loop written out says
+        return False
     names = sorted(name for name in assigned(st.body) - {st.name} if name in scope)
     values = [scope[name] for name in names]
     written = [name for name, v in zip(names, values, strict=True) if not _varying(v)]
     names = [name for name in names if name not in written]
     values = [scope[name] for name in names]
-    if not names:
-        return False
+    if not names or any(name in lw.wrt for name in names + written):
+        return False  # a name differentiated by is tagged where bound: written out
     parent, memo, budget_used = lw.v.b, lw.memo, lw.v.budget.used
     bb = BodyBuilder(parent, n - 1)
     lw.v.b = lw.b = bb
