@@ -104,7 +104,10 @@ print(json.dumps(out))
 def run(name: str, n: int, timeout: int, rows: int) -> dict:
     body, reference, jax_fn = CASES[name]
     with tempfile.TemporaryDirectory() as cache:
-        env = dict(os.environ, DIFFDSL_CACHE_DIR=cache)
+        # one BLAS thread: small LAPACK calls with threads that spin on a loaded machine took
+        # 100 to 1000 times longer (scipy.linalg.expm of a 3x3 from 15 µs to 11 ms)
+        env = dict(os.environ, DIFFDSL_CACHE_DIR=cache, OPENBLAS_NUM_THREADS="1",
+                   MKL_NUM_THREADS="1")
         try:
             done = subprocess.run([sys.executable, "-c", CHILD, name, str(n), body, reference,
                                    str(jax_fn), str(rows)], capture_output=True, text=True,
