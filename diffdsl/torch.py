@@ -6,8 +6,9 @@
     loss.backward()
 
 Every call goes through one custom operator, `torch.ops.diffdsl.call(key, xs)`, registered
-with `torch.library.custom_op`: `key` numbers an `Op` (runtime/bridge.py: a graph called by
-position, one flat output) and `xs` are its inputs. The operator's backward calls the same
+with `torch.library.custom_op`: `key` names an `Op` (runtime/bridge.py: a graph called by
+position, one flat output; the key is its `path`, the same in every process) and `xs` are its
+inputs. The operator's backward calls the same
 operator on the Op's vjp, whose backward calls it on the vjp of that, and so on: gradients of
 any order run compiled kernels, and `torch.compile` sees one opaque operator with a fake
 (shape-only) implementation, so it compiles without graph breaks. PyTorch is imported here
@@ -25,31 +26,47 @@ import threading
 import numpy as np
 import torch
 
+from .errors import UsageError
 from .runtime.bridge import Op, arrange, program_op
 
 __all__ = ["function"]
 
-_ops: list[Op] = []  # the key the operator takes -> its Op; kept for the process's life
-_keys: dict[int, int] = {}  # id(Op) -> key
+# The operator takes an Op by its `path`, a str that means the same in every process: a graph
+# that torch.compile loads from its cache on disk names the derivative Ops of an earlier
+# process, which are made again here from the program's Op (`Op.derived_by`).
+_programs: dict[str, Op] = {}  # the path of each program's Op -> that Op
+_ops: dict[str, Op] = {}  # every Op called so far, by path
 _lock = threading.Lock()
 
 
-def key_of(op: Op) -> int:
-    """The operator's key for `op` (an int: what a custom operator's schema can take)."""
-    found = _keys.get(id(op))
-    if found is None:
+def key_of(op: Op) -> str:
+    """The operator's key for `op`: its path, remembered so that `op_of` finds it."""
+    if op.origin is None:
         with _lock:
-            found = _keys.get(id(op))
-            if found is None:
-                _ops.append(op)
-                found = _keys[id(op)] = len(_ops) - 1
+            _programs.setdefault(op.path, op)
+    _ops.setdefault(op.path, op)
+    return op.path
+
+
+def op_of(key: str) -> Op:
+    """The Op that `key` names, made from its program's Op where it is new to this process."""
+    found = _ops.get(key)
+    if found is None:
+        top, _, steps = key.partition("|")
+        program = _programs.get(top)
+        if program is None:
+            raise UsageError("a diffdsl operator names a program that no "
+                             "diffdsl.torch.function of this process was made for",
+                             hint="call diffdsl.torch.function(prog) before running a "
+                                  "compiled graph that uses it")
+        found = _ops.setdefault(key, program.derived_by(steps))
     return found
 
 
 @torch.library.custom_op("diffdsl::call", mutates_args=())
-def call(key: int, xs: list[torch.Tensor]) -> torch.Tensor:
-    """Op number `key` on tensors `xs`: its output, `batch + (size,)`."""
-    op = _ops[key]
+def call(key: str, xs: list[torch.Tensor]) -> torch.Tensor:
+    """The Op that `key` names on tensors `xs`: its output, `batch + (size,)`."""
+    op = op_of(key)
     dtype = xs[0].dtype if xs else torch.float64
     if any(x.is_cuda for x in xs):
         out = op(list(xs), _dtype_name(dtype))  # the engine takes CUDA arrays in place
@@ -60,7 +77,7 @@ def call(key: int, xs: list[torch.Tensor]) -> torch.Tensor:
 
 @call.register_fake
 def _(key, xs):
-    op = _ops[key]
+    op = op_of(key)
     dtype = xs[0].dtype if xs else torch.float64
     device = xs[0].device if xs else None
     return torch.empty(op.out_shape([tuple(x.shape) for x in xs]), dtype=dtype, device=device)
@@ -75,7 +92,7 @@ def _setup(ctx, inputs, output):
 
 
 def _backward(ctx, grad):
-    op = _ops[ctx.key]
+    op = op_of(ctx.key)
     xs = ctx.saved_tensors
     which = tuple(k for k, need in enumerate(ctx.need) if need and op.active[k])
     grads = [None] * len(xs)

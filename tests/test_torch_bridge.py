@@ -9,7 +9,9 @@ break, forward and backward.
 
 from __future__ import annotations
 
-import importlib.util
+import os
+import subprocess
+import sys
 
 import numpy as np
 import pytest
@@ -136,29 +138,41 @@ def test_bad_calls_are_usage_errors():
         dt.function(program("matrix.dd"))
 
 
-def load_example(name: str):
-    spec = importlib.util.spec_from_file_location(name, EXAMPLES / "bridges" / f"{name}.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+# examples/bridges/torch_layer.py's model, its loss compiled with fullgraph=True (a graph
+# break would raise): the compiled gradients beside eager mode's, then a short training run.
+COMPILED = """
+import importlib.util, sys, torch
+spec = importlib.util.spec_from_file_location("torch_layer", sys.argv[1])
+example = importlib.util.module_from_spec(spec)
+spec.loader.exec_module(example)
+torch.manual_seed(1)
+model = example.Model()
+loss = example.compiled_loss(model)
+points, target = torch.rand(16, 2, dtype=torch.float64), torch.rand(16, dtype=torch.float64)
+params = list(model.parameters())
+compiled = torch.autograd.grad(loss(points, target), params)
+eager = torch.autograd.grad(((model(points) - target) ** 2).mean(), params)
+for a, b in zip(compiled, eager, strict=True):
+    torch.testing.assert_close(a, b, rtol=1e-12, atol=1e-12)
+first, last = example.main(steps=40, model=model, loss_fn=loss)
+print("losses", first, last)
+"""
 
 
-def test_torch_compile_trains_without_graph_breaks():
-    """examples/bridges/torch_layer.py: a model whose first layer is a .dd program, its loss
-    compiled with fullgraph=True (a graph break would raise). The compiled gradients equal
-    eager mode's, and a short run of the example's training lowers the loss."""
-    example = load_example("torch_layer")
-    torch.manual_seed(1)
-    model = example.Model()
-    points = torch.rand(16, 2, dtype=F64)
-
-    def loss(points):
-        return model(points).square().mean()
-
-    params = list(model.parameters())
-    eager = torch.autograd.grad(loss(points), params)
-    compiled = torch.autograd.grad(torch.compile(loss, fullgraph=True)(points), params)
-    for a, b in zip(compiled, eager, strict=True):
-        torch.testing.assert_close(a, b, rtol=1e-12, atol=1e-12)
-    first, last = example.main(steps=40)
-    assert last < first / 2
+def test_torch_compile_trains_and_its_cached_graphs_find_their_operators(tmp_path):
+    """A model with a .dd layer compiled whole (fullgraph=True) gives eager mode's gradients
+    and trains, in two processes one after the other. The second loads the compiled graphs
+    from torch.compile's cache on disk without tracing the backward, so the derivative
+    operators it names must be found from their keys (paths that mean the same in every
+    process), not from numbers given out in the order of tracing."""
+    env = dict(os.environ, TORCHINDUCTOR_CACHE_DIR=str(tmp_path / "inductor"),
+               DIFFDSL_CACHE_DIR=str(tmp_path / "diffdsl"))
+    for _ in range(2):
+        run = subprocess.run([sys.executable, "-c", COMPILED,
+                              str(EXAMPLES / "bridges" / "torch_layer.py")],
+                             capture_output=True, text=True, env=env, timeout=300, check=False)
+        assert run.returncode == 0, run.stderr[-3000:]
+        first, last = map(float, run.stdout.split("losses")[1].split())
+        assert last < first / 2
+    with pytest.raises(UsageError, match="no diffdsl.torch.function"):
+        dt.op_of("0123 cpu f x|vjp:0")

@@ -58,6 +58,9 @@ class Op:
         self.shape = (self.size,) if shape is None else tuple(shape)  # the output, unflattened
         self._derived = Once()  # ("jvp" or "vjp", D) -> Op
         self.origin = None  # (parent Op, "jvp" or "vjp", D) for a derivative
+        # A name for this Op that means the same in every process (`derived_by`): the
+        # program's graph key, backend, output and wrt, then each derivative step, "|vjp:0,1".
+        self.path = request
 
     @property
     def graph(self) -> Graph:
@@ -104,6 +107,17 @@ class Op:
                     sum(math.prod(self.shapes[k]) for k in which), self.active + (True,),
                     request)
         op.origin = (self, kind, which)
+        op.path = f"{self.path}|{kind}:{','.join(map(str, which))}"
+        return op
+
+    def derived_by(self, steps: str) -> Op:
+        """The Op that `steps` ("vjp:0|jvp:0,1", as `path` ends) name from this one."""
+        op = self
+        for step in filter(None, steps.split("|")):
+            kind, _, which = step.partition(":")
+            if kind not in ("jvp", "vjp"):
+                raise UsageError(f"'{step}' is not a derivative step")
+            op = op._derive(kind, tuple(int(k) for k in filter(None, which.split(","))))
         return op
 
     # evaluation --------------------------------------------------------------------------------
@@ -167,6 +181,7 @@ def program_op(prog, of: str | None, wrt) -> Op:
     op = Op(prog, lambda: renamed(prog.graph, names, [of]),
             [p.shape for p in prog.graph.inputs.values()], port.size,
             tuple(n in wrt for n in names), f"bridge {of} wrt {','.join(wrt)}", port.shape)
+    op.path = f"{prog.graph.key()} {prog.backend} {of} {','.join(wrt)}"
     _ = op.graph  # built now: a program's own graph is cheap to rename, and errors show here
     return op
 

@@ -30,17 +30,22 @@ class Model(torch.nn.Module):
         return self.out(self.rbf(points, c=self.centres, w=self.widths))[:, 0]
 
 
-def main(steps: int = 200) -> tuple[float, float]:
-    torch.manual_seed(0)
-    points = torch.rand(256, 2, dtype=torch.float64) * 4 - 2
-    target = torch.sin(2 * points[:, 0]) * torch.cos(points[:, 1])
-    model = Model()
-    optimiser = torch.optim.Adam(model.parameters(), lr=0.05)
-
+def compiled_loss(model: Model):
+    """The mean squared error of `model`, compiled whole: fullgraph=True raises at a graph
+    break, so the .dd layer must be traced as one operator."""
     @torch.compile(fullgraph=True)
     def loss_fn(points, target):
         return ((model(points) - target) ** 2).mean()
+    return loss_fn
 
+
+def main(steps: int = 200, model: Model | None = None, loss_fn=None) -> tuple[float, float]:
+    torch.manual_seed(0)
+    points = torch.rand(256, 2, dtype=torch.float64) * 4 - 2
+    target = torch.sin(2 * points[:, 0]) * torch.cos(points[:, 1])
+    model = Model() if model is None else model
+    loss_fn = compiled_loss(model) if loss_fn is None else loss_fn
+    optimiser = torch.optim.Adam(model.parameters(), lr=0.05)
     first = None
     for step in range(steps):
         optimiser.zero_grad()
