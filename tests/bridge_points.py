@@ -74,3 +74,16 @@ def one_element_outputs() -> list[tuple[str, str]]:
         found += [(name, of) for of, shape in prog.outputs.items()
                   if int(np.prod(shape, dtype=np.int64)) == 1]
     return found
+
+
+def quadratic_form_gradients(A, v, rows: tuple) -> tuple:
+    """The gradients of the sum over `rows` of q = v'Av (matrix.dd's q), in closed form: v v'
+    and (A + A')v a row, summed over the rows for an input given without them (shared)."""
+    Ab, vb = np.broadcast_to(A, rows + (3, 3)), np.broadcast_to(v, rows + (3,))
+    dA = np.einsum("...i,...j->...ij", vb, vb)
+    dv = np.einsum("...ij,...j->...i", Ab + np.swapaxes(Ab, -1, -2), vb)
+    if rows and np.ndim(A) == 2:
+        dA = dA.reshape(-1, 3, 3).sum(0)
+    if rows and np.ndim(v) == 1:
+        dv = dv.reshape(-1, 3).sum(0)
+    return dA, dv

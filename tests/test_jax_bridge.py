@@ -13,11 +13,19 @@ import sys
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 jax = pytest.importorskip("jax", reason="jax is not installed (the 'jax' extra)")
 
 import jax.numpy as jnp  # noqa: E402
-from bridge_points import CASES, EXAMPLES, POINTS, program  # noqa: E402
+from bridge_points import (  # noqa: E402
+    CASES,
+    EXAMPLES,
+    POINTS,
+    program,
+    quadratic_form_gradients,
+)
 from jax.test_util import check_grads  # noqa: E402
 
 import diffdsl  # noqa: E402
@@ -160,3 +168,23 @@ def test_both_routes_under_jit(route, monkeypatch):
     value32 = jax.jit(f)(*(jnp.asarray(a, jnp.float32) for a in (S, x, mu)))
     assert value32.dtype == jnp.float32
     close(value32, prog(S=S, x=x, mu=mu), 1e-5)
+
+
+@settings(max_examples=15, deadline=None)
+@given(batch=st.lists(st.integers(1, 3), max_size=2), a_batched=st.booleans(),
+       v_batched=st.booleans(), mapped=st.booleans(), seed=st.integers(0, 2**16))
+def test_batches_vmap_and_shared_inputs_against_the_closed_form(batch, a_batched, v_batched,
+                                                                mapped, seed):
+    """q = v'Av (matrix.dd) over any batch, each input batched or shared, and v's first axis
+    mapped by vmap or not: jit(grad) of the rows' sum is v v' and (A + A')v a row, summed
+    over the rows for a shared input."""
+    rng = np.random.default_rng(seed)
+    batch = tuple(batch)
+    A = rng.normal(size=(batch if a_batched else ()) + (3, 3))
+    v = rng.normal(size=(batch if v_batched else ()) + (3,))
+    f = dj.function(program("matrix.dd"), of="q")
+    fn = jax.vmap(f, in_axes=(None, 0)) if mapped and v.ndim > 1 and A.ndim == 2 else f
+    grads = jax.jit(jax.grad(lambda A, v: fn(A, v).sum(), argnums=(0, 1)))(A, v)
+    rows = batch if A.ndim > 2 or v.ndim > 1 else ()
+    for got, want in zip(grads, quadratic_form_gradients(A, v, rows), strict=True):
+        close(got, want)

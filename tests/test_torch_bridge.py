@@ -15,10 +15,19 @@ import sys
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 torch = pytest.importorskip("torch", reason="torch is not installed (the 'torch' extra)")
 
-from bridge_points import CASES, EXAMPLES, POINTS, one_element_outputs, program  # noqa: E402
+from bridge_points import (  # noqa: E402
+    CASES,
+    EXAMPLES,
+    POINTS,
+    one_element_outputs,
+    program,
+    quadratic_form_gradients,
+)
 
 import diffdsl  # noqa: E402
 import diffdsl.torch as dt  # noqa: E402
@@ -176,3 +185,24 @@ def test_torch_compile_trains_and_its_cached_graphs_find_their_operators(tmp_pat
         assert last < first / 2
     with pytest.raises(UsageError, match="no diffdsl.torch.function"):
         dt.op_of("0123 cpu f x|vjp:0")
+
+
+@settings(max_examples=20, deadline=None)
+@given(batch=st.lists(st.integers(1, 3), max_size=2), a_batched=st.booleans(),
+       v_batched=st.booleans(), seed=st.integers(0, 2**16))
+def test_batches_and_shared_inputs_against_the_closed_form(batch, a_batched, v_batched, seed):
+    """q = v'Av (matrix.dd) over any batch, each input batched or shared: the gradients of
+    the rows' sum are v v' and (A + A')v per row, summed over the rows for a shared input."""
+    rng = np.random.default_rng(seed)
+    batch = tuple(batch)
+    A = rng.normal(size=(batch if a_batched else ()) + (3, 3))
+    v = rng.normal(size=(batch if v_batched else ()) + (3,))
+    f = dt.function(program("matrix.dd"), of="q")
+    At, vt = (torch.tensor(a, requires_grad=True) for a in (A, v))
+    q = f(At, vt)
+    rows = batch if (a_batched or v_batched) and batch else ()
+    assert q.shape == rows
+    q.sum().backward()
+    dA, dv = quadratic_form_gradients(A, v, rows)
+    np.testing.assert_allclose(At.grad.numpy(), dA, rtol=1e-12, atol=1e-12)
+    np.testing.assert_allclose(vt.grad.numpy(), dv, rtol=1e-12, atol=1e-12)
