@@ -1,7 +1,7 @@
 """Exported C beside the JIT (issue 24, item 3): what building each costs, and how fast the
 gradient runs, on det and the GradBench-style programs.
 
-    python bench/export.py [--markdown] [--only NAME]
+    python bench/export.py [--markdown] [--only NAME] [--rounds 5]
 
 For each program's gradient: the JIT's build (derivative graph, LLVM IR, object code, with
 no cache), the export of C and the system compiler's `cc -O2 -std=c99` on it, and the
@@ -10,7 +10,8 @@ gradient on a batch of rows, serially (DIFFDSL_NUM_THREADS=1): the JIT through t
 (`prog.grad` on the whole batch), the compiled C and the shared library through their
 `_batch` functions (one ctypes call for the batch), and for det the hand-written Numba
 gradient of bench/common.py (sub-minors memoised, the strongest reference at hand).
-Each time per row is the best of five runs of a batch sized to take about 0.2 s.
+Each time per row is the best of `--rounds` runs of a batch sized to take about 0.2 s, the
+runs of the four interleaved so that the machine's busy spells cost each alike.
 """
 
 from __future__ import annotations
@@ -50,14 +51,21 @@ CASES = {
 }
 
 
-def best_per_row(fn, rows: int, rounds: int = 5) -> float:
-    fn()  # warm
-    times = []
-    for _ in range(rounds):
-        start = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - start)
-    return min(times) / rows
+ROUNDS = [5]
+
+
+def best_per_row(fns: dict, rows: int) -> dict:
+    """The best time per row of each function, their runs interleaved (round robin), so that
+    a busy spell of the machine costs all of them alike."""
+    best = {key: float("inf") for key in fns}
+    for fn in fns.values():
+        fn()  # warm
+    for _ in range(ROUNDS[0]):
+        for key, fn in fns.items():
+            start = time.perf_counter()
+            fn()
+            best[key] = min(best[key], time.perf_counter() - start)
+    return {key: t / rows * 1e6 for key, t in best.items()}
 
 
 def rows_for(draw, grad, cap: int) -> int:
@@ -80,7 +88,11 @@ def batch_call(lib, name: str, graph, inputs: dict, rows: int):
     outs = [np.empty((rows, p.size)) for p in graph.outputs.values()]
     fn.argtypes = [ctypes.c_int64] + [ctypes.c_void_p] * (len(arrays) + len(outs))
     pointers = [a.ctypes.data for a in arrays + outs]
-    return lambda: fn(rows, *pointers), outs
+
+    def run(keep=(arrays, outs)):  # the arrays live as long as the function that writes them
+        return fn(rows, *pointers)
+
+    return run, outs
 
 
 def measure(label: str, source: str, wrt, cap: int, folder: Path) -> dict:
@@ -110,22 +122,23 @@ def measure(label: str, source: str, wrt, cap: int, folder: Path) -> dict:
 
     rows = rows_for(draw, lambda b: prog.grad(b, wrt=wrt, backend="cpu"), cap)
     batch = draw(rows)
-    jit = best_per_row(lambda: prog.grad(batch, wrt=wrt, backend="cpu"), rows)
     want = prog.grad(batch, wrt=wrt, backend="cpu")
-    row["rows"] = rows
-    row["JIT us/row"] = jit * 1e6
+    first = next(iter(want))
+    fns = {"JIT us/row": lambda: prog.grad(batch, wrt=wrt, backend="cpu")}
     for key, lib in (("C", folder / "libc.so"), ("shared", folder / "libjit.so")):
         run, outs = batch_call(ctypes.CDLL(str(lib)), "f_grad", graph, batch, rows)
-        row[f"{key} us/row"] = best_per_row(run, rows) * 1e6
-        got = outs[1].reshape(want[next(iter(want))].shape)
-        np.testing.assert_allclose(got, want[next(iter(want))], rtol=1e-12)  # a check
+        run()
+        np.testing.assert_allclose(outs[1].reshape(want[first].shape), want[first],
+                                   rtol=1e-12)  # the same gradient
+        fns[f"{key} us/row"] = run
     if label.startswith("det by minors"):
         import numba
         from common import reference_grad_batch
         numba.set_num_threads(1)
         A = batch["A"]
-        reference_grad_batch(A[:2])  # compile
-        row["Numba by hand us/row"] = best_per_row(lambda: reference_grad_batch(A), rows) * 1e6
+        fns["Numba by hand us/row"] = lambda: reference_grad_batch(A)
+    row["rows"] = rows
+    row.update(best_per_row(fns, rows))
     return row
 
 
@@ -146,7 +159,9 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--markdown", action="store_true")
     ap.add_argument("--only", help="run only the cases whose name contains this")
+    ap.add_argument("--rounds", type=int, default=5, help="runs of each batch (the best counts)")
     args = ap.parse_args()
+    ROUNDS[0] = args.rounds
     rows = []
     for label, (source, wrt, cap) in CASES.items():
         if args.only and args.only not in label:

@@ -52,7 +52,8 @@ def export(program, *, c=None, shared=None, llvm=None, kinds=(), of: str | None 
         raise UsageError(f"unknown dtype '{dtype}'; choose float64 or float32")
     name = c_api.check_name(name) if name is not None else \
         c_api.c_identifier(Path(program.filename).stem)
-    functions = _functions(program, list(kinds), of, wrt, name)
+    kinds = [kinds] if isinstance(kinds, str) else list(kinds)
+    functions = _functions(program, kinds, of, wrt, name)
     source = Path(program.filename).name
     written = []
     if c is not None:

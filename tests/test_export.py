@@ -40,7 +40,10 @@ def _every_op() -> str:
     terms += ["-x[0] / y[1] - x[1]", "min(x[0], y[0])", "max(x[1], y[1])",
               "if x[0] < y[0] and not (x[1] >= y[1]) or x[0] == y[1] then x[0] * y[0] "
               "else x[1] - y[1]", "if x[0] != y[0] and x[0] <= y[1] then 1 else x[0] > y[1]",
-              "x[0] ** 3", "1 / 0 * x[0]", "0 * -1 + x[1]"]
+              "x[0] ** 3", "1 / 0 * x[0]", "0 * -1 + x[1]",
+              # NaN conditions are true (selects without a branch in C), NaN in min and max
+              "if log(-x[0]) then x[0] else y[0]", "if x[0] - x[0] then x[0] else y[0]",
+              "min(log(-x[0]), y[0])", "max(y[1], log(-x[1]))", "min(y[0], -0.0 * y[0])"]
     return "input x[2]\ninput y[2]\noutput u = [" + ", ".join(terms) + "]\n"
 
 

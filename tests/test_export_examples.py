@@ -5,7 +5,7 @@ Jacobian of any other, or a vjp where the program is big), and the Hessian of sm
 as C compiled at -O2 and as the shared library of the engine's object code, both against the
 API on three random rows.
 
-Cost (CI): the C compiler takes most of it (gcc -O2 reads about 5,000 lines of straight-line
+Cost (CI): the C compiler takes most of it (gcc -O2 takes 1,000 to 6,000 lines of
 C a second), so every file is exported first and compiled two at a time; Jacobians and
 Hessians are left to programs of up to `HESSIAN_NODES` nodes (a big program's Hessian is
 hundreds of thousands of lines of C); data examples are differentiated by their parameters,
