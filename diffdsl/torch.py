@@ -5,14 +5,14 @@
     loss = f(x=torch.randn(4, dtype=torch.float64, requires_grad=True))
     loss.backward()
 
-Every call goes through one custom operator, `torch.ops.diffdsl.call(key, xs)`, registered
-with `torch.library.custom_op`: `key` names an `Op` (runtime/bridge.py: a graph called by
-position, one flat output; the key is its `path`, the same in every process) and `xs` are its
-inputs. The operator's backward calls the same
-operator on the Op's vjp, whose backward calls it on the vjp of that, and so on: gradients of
-any order run compiled kernels, and `torch.compile` sees one opaque operator with a fake
-(shape-only) implementation, so it compiles without graph breaks. PyTorch is imported here
-only: `import diffdsl` never loads it.
+Under torch.compile a call is one custom operator, `torch.ops.diffdsl.call(key, xs)`,
+registered with `torch.library.custom_op`: `key` names an `Op` (runtime/bridge.py: a graph
+called by position, one flat output; the key is its `path`, the same in every process) and
+`xs` are its inputs. torch.compile sees one opaque operator with a fake (shape-only)
+implementation, so it compiles without graph breaks. Outside torch.compile the same Op runs
+as an `autograd.Function`, a third of the operator's cost a call. Either backward applies the
+Op's vjp, whose backward applies the vjp of that, and so on: gradients of any order run
+compiled kernels. PyTorch is imported here only: `import diffdsl` never loads it.
 
 CPU tensors reach the kernels as NumPy views (no copy when contiguous and of the kernel's
 dtype) and the results come back as tensors over NumPy's arrays; CUDA tensors go to the
@@ -63,8 +63,7 @@ def op_of(key: str) -> Op:
     return found
 
 
-@torch.library.custom_op("diffdsl::call", mutates_args=())
-def call(key: str, xs: list[torch.Tensor]) -> torch.Tensor:
+def _run(key: str, xs) -> torch.Tensor:
     """The Op that `key` names on tensors `xs`: its output, `batch + (size,)`."""
     op = op_of(key)
     dtype = xs[0].dtype if xs else torch.float64
@@ -75,6 +74,12 @@ def call(key: str, xs: list[torch.Tensor]) -> torch.Tensor:
     return torch.from_numpy(np.asarray(out))
 
 
+@torch.library.custom_op("diffdsl::call", mutates_args=())
+def call(key: str, xs: list[torch.Tensor]) -> torch.Tensor:
+    """The Op that `key` names on tensors `xs`: its output, `batch + (size,)`."""
+    return _run(key, xs)
+
+
 @call.register_fake
 def _(key, xs):
     op = op_of(key)
@@ -83,28 +88,55 @@ def _(key, xs):
     return torch.empty(op.out_shape([tuple(x.shape) for x in xs]), dtype=dtype, device=device)
 
 
+def apply(key: str, xs: list) -> torch.Tensor:
+    """The Op on `xs`, differentiable: the custom operator while torch.compile traces, else an
+    `autograd.Function`, which does the same with a third of the operator's cost a call
+    (bench/bridges.py)."""
+    if torch.compiler.is_compiling():
+        return call(key, list(xs))
+    return _Eager.apply(key, *xs)
+
+
+def _cotangents(key: str, xs, need, grad, via) -> list:
+    """The backward of both: the Op's vjp by `via` (differentiable in turn), split. The
+    operator's backward stays the operator: torch.compile and AOT tracing run it on tensor
+    subclasses, which have no NumPy view."""
+    op = op_of(key)
+    which = tuple(k for k, wanted in enumerate(need) if wanted and op.active[k])
+    grads = [None] * len(xs)
+    if which:
+        flat = via(key_of(op.vjp(which)), [*xs, grad.contiguous()])
+        shapes = [tuple(x.shape) for x in xs]
+        for k, piece in zip(which, op.cotangents(which, flat, shapes), strict=True):
+            grads[k] = piece
+    return grads
+
+
 def _setup(ctx, inputs, output):
     key, xs = inputs
     ctx.key = key
     ctx.need = tuple(bool(x.requires_grad) for x in xs)
-    ctx.shapes = [tuple(x.shape) for x in xs]
     ctx.save_for_backward(*xs)
 
 
 def _backward(ctx, grad):
-    op = op_of(ctx.key)
-    xs = ctx.saved_tensors
-    which = tuple(k for k, need in enumerate(ctx.need) if need and op.active[k])
-    grads = [None] * len(xs)
-    if which:
-        vjp = op.vjp(which)
-        flat = call(key_of(vjp), [*xs, grad.contiguous()])
-        for k, piece in zip(which, op.cotangents(which, flat, ctx.shapes), strict=True):
-            grads[k] = piece
-    return None, grads
+    return None, _cotangents(ctx.key, ctx.saved_tensors, ctx.need, grad, call)
 
 
 call.register_autograd(_backward, setup_context=_setup)
+
+
+class _Eager(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, key, *xs):
+        ctx.key = key
+        ctx.save_for_backward(*xs)
+        return _run(key, xs)
+
+    @staticmethod
+    def backward(ctx, grad):
+        return None, *_cotangents(ctx.key, ctx.saved_tensors, ctx.needs_input_grad[1:], grad,
+                                  apply)
 
 
 def function(prog, of: str | None = None, wrt=None):
@@ -126,7 +158,7 @@ def function(prog, of: str | None = None, wrt=None):
     def diffdsl_function(*args, **kwargs):
         xs = _tensors(arrange(names, args, kwargs, prog.filename))
         op.batch([tuple(x.shape) for x in xs])  # the shapes checked, naming the inputs
-        out = torch.ops.diffdsl.call(key, xs)
+        out = apply(key, xs)
         return out.reshape(tuple(out.shape[:-1]) + shape)
 
     diffdsl_function.__name__ = diffdsl_function.__qualname__ = f"diffdsl_{op.request}"

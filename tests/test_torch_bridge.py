@@ -206,3 +206,21 @@ def test_batches_and_shared_inputs_against_the_closed_form(batch, a_batched, v_b
     dA, dv = quadratic_form_gradients(A, v, rows)
     np.testing.assert_allclose(At.grad.numpy(), dA, rtol=1e-12, atol=1e-12)
     np.testing.assert_allclose(vt.grad.numpy(), dv, rtol=1e-12, atol=1e-12)
+
+
+def test_the_custom_operator_itself():
+    """The operator torch.compile sees, called eagerly: torch.library.opcheck (its schema, fake
+    implementation and autograd registration), then gradcheck and gradgradcheck through it
+    (its backward applies the operator again on the vjp)."""
+    f = dt.function(program("gauss.dd"))
+    key = dt.key_of(f.op)
+    S = torch.tensor(POINTS["gauss.dd"][0]["S"], requires_grad=True)
+    x = torch.tensor(np.random.default_rng(4).normal(size=(2, 3)), requires_grad=True)
+    mu = torch.zeros(3, dtype=F64, requires_grad=True)
+    torch.library.opcheck(torch.ops.diffdsl.call.default, (key, [S, x, mu]))
+
+    def through_the_operator(S, x, mu):
+        return torch.ops.diffdsl.call(key, [S, x, mu])
+
+    assert torch.autograd.gradcheck(through_the_operator, (S, x, mu))
+    assert torch.autograd.gradgradcheck(through_the_operator, (S, x, mu))
