@@ -5,7 +5,7 @@ For each program, one gradient at a single point, new inputs each call (bench/co
 
 - `prog.grad`: the API's single-point fast path (the kernel and a dict of arrays);
 - torch: `diffdsl.torch.function` forward and `torch.autograd.grad` (two kernel calls:
-  the value, then the vjp), the overhead of two custom-operator calls and autograd;
+  the value, then the vjp), each an `autograd.Function` call (eager mode);
 - JAX eager: `jax.grad` of `diffdsl.jax.function` without `jit` (jvp, then transpose: one
   vjp kernel call after tracing in Python every time);
 - JAX jit, callback: `jax.jit(jax.grad(f))` with `diffdsl.jax.ROUTE = "callback"`, the
