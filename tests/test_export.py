@@ -12,11 +12,14 @@ import re
 import shutil
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 
 import numpy as np
 import pytest
-from exported import compare, compile_all, export_both, load
+from exported import compare, compile_all, compile_commands, export_both, load
+from fuzzing import programs
+from hypothesis import HealthCheck, assume, given, settings
 
 import diffdsl
 from diffdsl.backends import shared
@@ -234,3 +237,23 @@ def test_the_command_line_lists_what_it_wrote(tmp_path):
     assert done.stdout.strip().endswith('"' + str(tmp_path / "det2.c") + '"]}')
     header = (tmp_path / "det2.h").read_text()
     assert "int det2_grad(const double *A, double *value, double *d_A);" in header
+
+
+@settings(max_examples=20, deadline=None, derandomize=True,
+          suppress_health_check=[HealthCheck.too_slow])
+@given(source=programs(mutate=False))
+def test_random_programs(source):
+    """Programs of the fuzzer's grammar (tests/fuzzing.py): the exported C's value and
+    gradient of `y` against the API."""
+    try:
+        prog = diffdsl.compile(source)
+        prog.derivative("grad", "y")
+    except diffdsl.errors.DiffDSLError:
+        assume(False)  # a program the language refuses is no export's business
+    with tempfile.TemporaryDirectory() as tmp:
+        folder = Path(tmp)
+        export(prog, c=folder, kinds=["grad"], of="y", name="r")
+        compile_all([compile_commands(folder, "r")])
+        lib = ctypes.CDLL(str(folder / "libr_c.so"))
+        for kind in ("value", "grad"):
+            compare(lib, prog, "r", kind, "y", rows=2)
