@@ -100,6 +100,23 @@ def test_second_derivatives_of_the_eigenvalues(backend):
     assert np.einsum("ij,ijkl,kl", E, H, F) == pytest.approx(fd, rel=1e-6, abs=1e-8)
 
 
+def test_second_derivatives_of_the_eigenvectors():
+    """The Hessian of a weighted sum of eigh's columns against central differences of its
+    gradient along symmetric directions (the sort and the sign rule are constant nearby)."""
+    n = 3
+    p = diffdsl.compile(f"input A[{n}, {n}]\ninput W[{n}, {n}]\noutput f = sum(W * eigh(A))\n",
+                        cache=False)
+    A, W = sym(n), RNG.standard_normal((n, n))
+    H = p.hessian({"A": A, "W": W}, wrt=["A"])["A"]["A"]
+    h = 1e-6
+    for _ in range(2):
+        E, F = sym(n), sym(n)
+        gp = p.grad({"A": A + h * F, "W": W}, wrt=["A"])["A"]
+        gm = p.grad({"A": A - h * F, "W": W}, wrt=["A"])["A"]
+        fd = np.sum((gp - gm) / (2 * h) * E)
+        assert np.einsum("ij,ijkl,kl", E, H, F) == pytest.approx(fd, rel=1e-6, abs=1e-8)
+
+
 @pytest.mark.parametrize("spectrum", [[1.0, 1.0, 2.0], [-1.0, 3.0, 3.0], [2.0, 2.0, 2.0],
                                       [0.0, 0.0, 0.0, 5.0]])
 def test_repeated_eigenvalues(spectrum):
