@@ -267,8 +267,8 @@ def test_a_derivative_absent_in_some_iterations_is_zero_not_nan(fn, kind):
     "input d[80]\ns = d[0]\nfor i in range(80) {\n    s = s + d[i]\n}\noutput y = s + grad(0, i)\n",
     "input d[80]\noutput y = sum(d[i] for i in range(80)) + grad(0, i)\n",
     # a carried name differentiated by inside the loop
-    "input d[80]\ns = d[0]\nfor i in range(80) {\n    s = s * 0.5 + d[i]\n    t = grad(s * s, s)\n}\n"
-    "output y = s + t\n",
+    "input d[80]\ns = d[0]\nfor i in range(80) {\n    s = s * 0.5 + d[i]\n"
+    "    t = grad(s * s, s)\n}\noutput y = s + t\n",
 ])
 def test_names_differentiated_by_mean_what_they_mean_written_out(source):
     """Both builds fail alike (an index that varies) or agree."""
