@@ -7,8 +7,9 @@ off-diagonal entry exactly, with its angle from the stable formula
 `d` are 0 (the angle is undefined there) is the rotation the identity, chosen by a select.
 No rotation is skipped for being small: a small rotation's derivative is not small, and it is
 what carries the eigenvectors' derivatives. The number of sweeps is fixed by n (`sweeps`): the
-off-diagonal part falls quadratically, and the count leaves it below 1e-17 of the matrix's
-norm with a sweep to spare, which the derivatives (converging a sweep behind) use.
+off-diagonal part falls quadratically, and the count leaves the eigenvalues at rounding level
+two sweeps early (measured on random, graded, clustered and repeated spectra up to n = 20),
+a margin the derivatives, which converge a sweep behind, use.
 
 Then a sorting network (odd-even transposition, compare-exchange by selects) puts the
 eigenvalues in ascending order, columns with them, and each column is signed so that its entry
