@@ -47,11 +47,9 @@ def _rotate(a, M, V, p, q):
     t = a.sel(still, 0.0, a.div(a.mul(2.0, apq), den))
     c = a.div(1.0, a.f("sqrt", a.add(1.0, a.mul(t, t))))
     s = a.mul(t, c)
-    tau = a.div(s, a.add(1.0, c))  # the updates as x - s (y + tau x): less rounding than c x
 
-    def turn(x, y):
-        return a.sub(x, a.mul(s, a.add(y, a.mul(tau, x)))), a.add(y, a.mul(s, a.sub(x, a.mul(
-            tau, y))))
+    def turn(x, y):  # as LAPACK's drot: 6 operations a pair
+        return a.sub(a.mul(c, x), a.mul(s, y)), a.add(a.mul(s, x), a.mul(c, y))
 
     for r in range(n):
         if r in (p, q):
