@@ -52,8 +52,10 @@ __all__ = ["function"]
 
 call_p = Primitive("diffdsl_call")
 ROUTE = "ffi"  # how `jit` calls a kernel on the CPU: "callback", or "ffi" (see above)
-# (graph, dtype, steps, rows) -> (target name, library, function pointer), or (None,) where
-# the kernel takes the callback; the library and the pointer live as long as the process.
+# (graph, dtype, steps, rows) -> (target name, library, function pointer, kernel), or (None,)
+# where the kernel takes the callback. All four live as long as the process: XLA may call the
+# handler from any executable compiled with it, after the program that made it is gone, and
+# the kernel's code is unloaded with the kernel.
 _targets: dict = {}
 _CALL = ctypes.CFUNCTYPE(ctypes.c_void_p, ctypes.c_void_p)
 
@@ -106,7 +108,8 @@ def _target(op: Op, shapes: list, dtype: str):
     key = (op.graph, dtype, tuple(steps), rows)
     found = _targets.get(key)
     if found is None:
-        made = xla_call.entry(op.prog.kernel(op.graph, dtype), steps, rows)
+        kernel = op.prog.kernel(op.graph, dtype)
+        made = xla_call.entry(kernel, steps, rows)
         found = (None,)
         if made is not None:
             library, address = made
@@ -116,7 +119,7 @@ def _target(op: Op, shapes: list, dtype: str):
                                                ).hexdigest()[:40]
             pointer = _CALL(address)
             jax.ffi.register_ffi_target(name, jax.ffi.pycapsule(pointer), platform="cpu")
-            found = (name, library, pointer)
+            found = (name, library, pointer, kernel)
         _targets[key] = found
     return found[0]
 

@@ -8,6 +8,7 @@ logsumexp), whose derivatives JAX derives independently of diffdsl.
 
 from __future__ import annotations
 
+import gc
 import subprocess
 import sys
 
@@ -188,3 +189,15 @@ def test_batches_vmap_and_shared_inputs_against_the_closed_form(batch, a_batched
     rows = batch if A.ndim > 2 or v.ndim > 1 else ()
     for got, want in zip(grads, quadratic_form_gradients(A, v, rows), strict=True):
         close(got, want)
+
+
+def test_a_foreign_function_outlives_its_program():
+    """XLA keeps the handler made for a kernel and finds it again by name when an equal graph
+    is compiled later: the kernel must live as long as the handler, not as long as the
+    program that made it (a freed kernel here was a segmentation fault)."""
+    A = np.array([[2.0, 1, 0], [1, 3, 1], [0, 1, 4]])
+    for _ in range(3):
+        prog = program("det3.dd")
+        close(jax.jit(jax.grad(dj.function(prog)))(A), prog.grad(A=A)["A"])
+        del prog
+        gc.collect()
