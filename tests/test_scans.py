@@ -282,3 +282,36 @@ def test_names_differentiated_by_mean_what_they_mean_written_out(source):
     x = point(written)
     close(loop.evaluate(x), written.evaluate(x))
     close(loop.grad(x), written.grad(x))
+
+
+GUARDED_OUTSIDE = {
+    "captured by a sum": "output y = sum(sqrt(u - c) * d[i] for i in range(70))",
+    "streamed from a map": "w = [max(d[k], c) for k in range(70)]\n"
+                           "output y = sum(sqrt(w[i] - c) for i in range(70))",
+    "captured by a scan": "s = x * 1.0\nfor i in range(70) {\n"
+                          "    s = s * 0.5 + sqrt(u - c) * d[i]\n}\noutput y = s",
+    "a scan's start": "s = u - c\nfor i in range(70) {\n    s = sqrt(s) * d[i]\n}\noutput y = s",
+}
+
+
+@pytest.mark.parametrize("name", sorted(GUARDED_OUTSIDE))
+def test_guards_from_outside_hold_inside_a_body(name):
+    """A derivative that a select outside makes exactly 0 (the branch of max(x, c) not
+    taken) goes into a loop's body with its guard, so a partial derivative that is infinite
+    there (sqrt at 0) meets a select, not 0 * inf = NaN: as with the loop written out."""
+    source = "input x\ninput c\ninput d[70]\nu = max(x, c)\n" + GUARDED_OUTSIDE[name] + "\n"
+    loop, written = build(source, 64), build(source, 10**9)
+    assert has_regions(loop.graph)
+    rng = np.random.default_rng(4)
+    x = {"x": 0.3, "c": 0.7, "d": np.abs(rng.normal(size=70)) + 0.5}
+    if name == "streamed from a map":
+        x["d"][::3] = 0.2  # below c: max picks c, and w[i] - c is 0
+    for mode in ("reverse", "forward"):
+        for backend in ("numpy", "cpu"):
+            a = loop.jacobian(x, mode=mode, backend=backend)
+            b = written.jacobian(x, mode=mode, backend=backend)
+            for k in b:
+                np.testing.assert_array_equal(np.isnan(a[k]), np.isnan(b[k]), err_msg=k)
+                finite = np.isfinite(b[k])
+                np.testing.assert_allclose(np.asarray(a[k])[finite], np.asarray(b[k])[finite],
+                                           rtol=1e-12, err_msg=k)

@@ -49,7 +49,7 @@ def _at_winner(bb: Builder, index: int, winner: int, value: int) -> int:
 
 
 def region_pullback(b: Builder, at: int, node, cts: dict[int, int], active: bytearray,
-                    sweep) -> tuple[list, list]:
+                    sweep, guards: dict) -> tuple[list, list]:
     """The cotangent parts of the arguments of region node `at` (None where none), given
     the cotangents `cts` of its values, and beside each the condition under which it may be
     nonzero (None: always); `sweep` is the module of the sweeps. A min or max sends its
@@ -58,29 +58,42 @@ def region_pullback(b: Builder, at: int, node, cts: dict[int, int], active: byte
     Where a cotangent inside the body is exactly 0 in some iterations (a select's branch not
     taken), the region also returns where it is not (the sweep's guard: an indicator, its
     maximum over the iterations for a capture), so that a partial derivative outside that
-    is infinite there meets a select, not 0 * inf."""
+    is infinite there meets a select, not 0 * inf. The same holds inward: `guards` holds the
+    guard (outside) of each value's cotangent, and a seed under a guard carries its
+    indicator into the body."""
     region: Region = node.attr
     captures, streams = split_args(region, node.args)
     p, q, n = region.sums, region.maps, region.n
     won = region.winners
     seeded_maps = q > 0 and any(p + k in cts for k in range(n * q))
-    # Where only some map outputs have a cotangent, a stream of indicators says which: the
-    # others' seeds are 0, guarded, not 0 that meets an infinite partial as 0 * inf.
-    partial = seeded_maps and not all(p + k in cts for k in range(n * q))
+    # Where only some map outputs have a cotangent, or some under a guard, a stream of
+    # indicators says where: the others' seeds are 0, guarded, not 0 that meets an infinite
+    # partial as 0 * inf.
+    values = range(p, p + n * q)
+    partial = seeded_maps and not all(v in cts and guards.get(v) is None for v in values)
+    sum_g = [e for e in range(p) if e in cts and guards.get(e) is not None]
     bb = Builder()
-    ports = _body_inputs(bb, region, p + len(won), [q] * (seeded_maps + partial))
+    ports = _body_inputs(bb, region, p + len(won) + len(sum_g), [q] * (seeded_maps + partial))
     given = {"@i": ports["@i"], "@c": ports["@c"][:region.captures]}
     for j in range(len(streams)):
         given[f"@s{j}"] = ports[f"@s{j}"]
     out = inline(bb, region.body, given)
     seeds, seed_guards = [], {}
+    zero = bb.const(0.0)
     for e in range(p):
         if e in cts:
             seed = ports["@c"][region.captures + e]
+            held = None  # where the seed may be nonzero: its guard outside, its winner
+            if e in sum_g:
+                shown = ports["@c"][region.captures + p + len(won) + sum_g.index(e)]
+                held = bb.op("ne", shown, zero)
             if e in won:
                 winner = ports["@c"][region.captures + p + won.index(e)]
                 seed = _at_winner(bb, ports["@i"][0], winner, seed)
-                seed_guards[seed] = bb.op("eq", ports["@i"][0], winner)
+                won_here = bb.op("eq", ports["@i"][0], winner)
+                held = won_here if held is None else bb.op("and", held, won_here)
+            if held is not None:
+                seed_guards[seed] = held
             seeds.append((out["@sum"][e], seed))
     if seeded_maps:
         seed_port = ports[f"@s{len(streams)}"]
@@ -94,7 +107,6 @@ def region_pullback(b: Builder, at: int, node, cts: dict[int, int], active: byte
     inner: dict = {}
     ct = sweep.reverse(bb, len(bb.nodes), sweep.active_nodes(bb, sources), seeds,
                        guards_out=inner, seed_guards=seed_guards)
-    zero = bb.const(0.0)
     cap_nodes = [ports["@c"][k] for k in live_caps]
     map_nodes = [i for j in live_streams for i in ports[f"@s{j}"]]
     sums = [ct.get(x, zero) for x in cap_nodes]
@@ -110,6 +122,7 @@ def region_pullback(b: Builder, at: int, node, cts: dict[int, int], active: byte
     body = body_graph(bb.nodes, _ports(ports), sums, maps)
     seed_args = [cts.get(e, b.const(0.0)) for e in range(p)]
     seed_args += [b.part(at, region.winner_value(e)) for e in won]
+    seed_args += present(b, [True] * len(sum_g), [guards[e] for e in sum_g])
     new_streams = list(region.streams)
     stream_args = [a for ids in streams for a in ids]
     if seeded_maps:
@@ -117,8 +130,9 @@ def region_pullback(b: Builder, at: int, node, cts: dict[int, int], active: byte
         stream_args += [cts.get(p + k, b.const(0.0)) for k in range(n * q)]
     if partial:
         new_streams.append((n * q, q, 0))
-        stream_args += present(b, [p + k in cts for k in range(n * q)])
-    back = Region(n, body, region.captures + p + len(won), tuple(new_streams), combine)
+        stream_args += present(b, [v in cts for v in values], [guards.get(v) for v in values])
+    back = Region(n, body, region.captures + p + len(won) + len(sum_g), tuple(new_streams),
+                  combine)
     r = b.region(back, captures + seed_args + stream_args)
     parts: list = [None] * len(node.args)
     shown: list = [None] * len(node.args)  # indicators of where each part may be nonzero
@@ -158,10 +172,13 @@ def seeded_guards(bb: Builder, seeds: list, shown: list) -> dict:
     return {x: bb.op("ne", g, zero) for x, g in zip(seeds, shown, strict=True)}
 
 
-def present(b: Builder, which: list) -> list:
-    """Indicator arguments: 1 where a derivative is given, 0 where none is."""
+def present(b: Builder, which: list, guards: list | None = None) -> list:
+    """Indicator arguments: 0 where no derivative is given, 1 where one is, and where one is
+    given under a guard (a select's branch, outside the region), 1 where the guard holds."""
     one, zero = b.const(1.0), b.const(0.0)
-    return [one if w else zero for w in which]
+    guards = guards or [None] * len(which)
+    return [zero if not w else one if g is None else b.select(g, one, zero)
+            for w, g in zip(which, guards, strict=True)]
 
 
 def _stream_bases(region: Region) -> list[int]:
@@ -173,7 +190,7 @@ def _stream_bases(region: Region) -> list[int]:
     return bases
 
 
-def region_tangent(b: Builder, at: int, node, ts: list, sweep) -> tuple:
+def region_tangent(b: Builder, at: int, node, ts: list, sweep, gs: list) -> tuple:
     """A region node whose values are the tangents of those of region node `at`, given the
     tangents `ts` of its arguments (None where none): its sums and maps, and no winners (a
     winner is piecewise constant). A min's or max's tangent is the one of its winner. With
@@ -186,12 +203,14 @@ def region_tangent(b: Builder, at: int, node, ts: list, sweep) -> tuple:
     bases = _stream_bases(region)
     stream_t = [j for j, (length, _, _) in enumerate(region.streams)
                 if any(ts[bases[j] + e] is not None for e in range(length))]
-    # Streams whose elements have a tangent in some places only: an indicator stream each.
-    partial = [j for j in stream_t if any(ts[bases[j] + e] is None
-                                          for e in range(region.streams[j][0]))]
+    # Streams whose elements have a tangent in some places only, or under a guard outside:
+    # an indicator stream each; a captured tangent under a guard: an indicator captured.
+    partial = [j for j in stream_t if any(ts[bases[j] + e] is None or gs[bases[j] + e]
+                                          is not None for e in range(region.streams[j][0]))]
+    cap_g = [c for c in cap_t if gs[c] is not None]
     bb = Builder()
     widths = region.widths()
-    ports = _body_inputs(bb, region, len(cap_t) + len(won),
+    ports = _body_inputs(bb, region, len(cap_t) + len(won) + len(cap_g),
                          [widths[j] for j in stream_t + partial])
     given = {"@i": ports["@i"], "@c": ports["@c"][:k]}
     for j in range(len(streams)):
@@ -205,6 +224,9 @@ def region_tangent(b: Builder, at: int, node, ts: list, sweep) -> tuple:
     for m, j in enumerate(partial):
         shown = ports[f"@s{len(streams) + len(stream_t) + m}"]
         seed_guards.update(seeded_guards(bb, ports[f"@s{j}"], shown))
+    first = k + len(cap_t) + len(won)
+    seed_guards.update(seeded_guards(bb, [ports["@c"][c] for c in cap_g],
+                                     ports["@c"][first:first + len(cap_g)]))
     inner: dict = {}
     t = sweep.forward(bb, len(bb.nodes), sweep.active_nodes(bb, set(tangents)), tangents,
                       guards_out=inner, seed_guards=seed_guards)
@@ -228,6 +250,7 @@ def region_tangent(b: Builder, at: int, node, ts: list, sweep) -> tuple:
     body = body_graph(bb.nodes, _ports(ports), sums, maps)
     zero_outer = b.const(0.0)
     args = captures + [ts[c] for c in cap_t] + [b.part(at, region.winner_value(e)) for e in won]
+    args += present(b, [True] * len(cap_g), [gs[c] for c in cap_g])
     args += [a for ids in streams for a in ids]
     new_streams = list(region.streams)
     for j in stream_t:
@@ -236,8 +259,10 @@ def region_tangent(b: Builder, at: int, node, ts: list, sweep) -> tuple:
                  for e in range(region.streams[j][0])]
     for j in partial:
         new_streams.append(region.streams[j])
-        args += present(b, [ts[bases[j] + e] is not None for e in range(region.streams[j][0])])
-    tangent = Region(region.n, body, k + len(cap_t) + len(won), tuple(new_streams), combine)
+        span = range(bases[j], bases[j] + region.streams[j][0])
+        args += present(b, [ts[a] is not None for a in span], [gs[a] for a in span])
+    tangent = Region(region.n, body, k + len(cap_t) + len(won) + len(cap_g), tuple(new_streams),
+                     combine)
     return b.region(tangent, args), (guarded, reached)
 
 

@@ -48,7 +48,7 @@ def _inputs(bb: Builder, captures: int, widths: list[int], carry: int) -> dict:
 
 
 def _reverse_body(region: Region, sweep, seeded: list, seeded_maps: int, live_caps: list,
-                  live_streams: list, guards: bool, live: set) -> tuple:
+                  live_streams: list, guards: bool, live: set, sum_g: list) -> tuple:
     """The body of a scan's pullback; with it whether the body computes a cotangent of each
     captured value, stream element and state element, and whether some carry a guard. Only
     the state elements in `live` carry a cotangent that may be nonzero."""
@@ -57,7 +57,7 @@ def _reverse_body(region: Region, sweep, seeded: list, seeded_maps: int, live_ca
     streams = len(region.streams)
     bb = Builder()
     widths = region.widths() + [m] + [q] * seeded_maps  # seeds, then where they are given
-    ports = _inputs(bb, c + p + len(won), widths, 2 * m if guards else m)
+    ports = _inputs(bb, c + p + len(won) + len(sum_g), widths, 2 * m if guards else m)
     carried, shown = ports["@h"][:m], ports["@h"][m:]
     forward_index = bb.sub(bb.const(float(n - 1)), ports["@i"][0])
     given = {"@i": [forward_index], "@c": ports["@c"][:c], "@h": ports[f"@s{streams}"]}
@@ -71,10 +71,16 @@ def _reverse_body(region: Region, sweep, seeded: list, seeded_maps: int, live_ca
             seed_guards[carried[k]] = bb.op("ne", shown[k], bb.const(0.0))
     for e in seeded:
         seed = ports["@c"][c + e]
+        held = None  # where the seed may be nonzero: its guard outside, its winner
+        if e in sum_g:
+            held = bb.op("ne", ports["@c"][c + p + len(won) + sum_g.index(e)], bb.const(0.0))
         if e in won:
             winner = ports["@c"][c + p + won.index(e)]
             seed = _at_winner(bb, forward_index, winner, seed)
-            seed_guards[seed] = bb.op("eq", forward_index, winner)
+            won_here = bb.op("eq", forward_index, winner)
+            held = won_here if held is None else bb.op("and", held, won_here)
+        if held is not None:
+            seed_guards[seed] = held
         seeds.append((out["@sum"][e], seed))
     if seeded_maps:
         seeds += [(out["@map"][t], ports[f"@s{streams + 1}"][t]) for t in range(q)]
@@ -106,7 +112,7 @@ def _reverse_body(region: Region, sweep, seeded: list, seeded_maps: int, live_ca
 
 
 def scan_pullback(b: Builder, at: int, node, cts: dict[int, int], active: bytearray,
-                  sweep) -> tuple[list, list]:
+                  sweep, guards: dict) -> tuple[list, list]:
     """`loop_sweeps.region_pullback` for a scan: the cotangent parts of its arguments, and
     beside each the condition under which it may be nonzero (None: always)."""
     region: Region = node.attr
@@ -116,7 +122,10 @@ def scan_pullback(b: Builder, at: int, node, cts: dict[int, int], active: bytear
     seeded = [e for e in range(p) if e in cts]
     # 1: map outputs' cotangents are streamed; 2: an indicator stream says where they are.
     seeded_maps = q > 0 and any(p + k in cts for k in range(n * q))
-    seeded_maps += seeded_maps and not all(p + k in cts for k in range(n * q))
+    values = range(p, p + n * q)
+    seeded_maps += seeded_maps and not all(v in cts and guards.get(v) is None for v in values)
+    sum_g = [e for e in seeded if guards.get(e) is not None]
+    ends = [region.carry_value(k) for k in range(m)]  # the final state's values
     live_caps = [k for k, a in enumerate(captures) if active[a]]
     live_streams = [j for j, ids in enumerate(streams) if any(active[a] for a in ids)]
     # The state elements whose cotangent may be nonzero: seeded at the end, or reached by
@@ -124,7 +133,7 @@ def scan_pullback(b: Builder, at: int, node, cts: dict[int, int], active: bytear
     live = {k for k in range(m) if region.carry_value(k) in cts}
     while True:
         made = _reverse_body(region, sweep, seeded, seeded_maps, live_caps, live_streams,
-                             False, live)
+                             False, live, sum_g)
         state_nodes = made[4][2]
         grown = live | {k for k in range(m) if made[2][state_nodes[k]]}
         if grown == live:
@@ -132,14 +141,19 @@ def scan_pullback(b: Builder, at: int, node, cts: dict[int, int], active: bytear
         live = grown
     # Guards where the body's select makes one 0, or where a live element's cotangent is 0
     # from some iteration on (a state the body writes and never reads): 0 * inf there.
-    guards = made[3] or any(not made[2][state_nodes[k]] for k in live)
-    if guards:
+    # or where a final state's cotangent is under a guard outside.
+    # A live element without a cotangent at the end carries a runtime 0 until the body
+    # gives it one: guarded too.
+    guarded = made[3] or any(not made[2][state_nodes[k]] or ends[k] not in cts
+                             or guards.get(ends[k]) is not None for k in live)
+    if guarded:
         made = _reverse_body(region, sweep, seeded, seeded_maps, live_caps, live_streams,
-                             True, live)
+                             True, live, sum_g)
     body, combine, reached, _, (cap_nodes, map_nodes, state_nodes) = made
     zero = b.const(0.0)
     args = captures + [cts.get(e, zero) for e in range(p)]
     args += [b.part(at, region.winner_value(e)) for e in won]
+    args += present(b, [True] * len(sum_g), [guards[e] for e in sum_g])
     args += [a for ids in streams for a in ids] + [stored_states(b, node)]
     back_streams = [(length, -stride, offset + stride * (n - 1))
                     for length, stride, offset in region.streams]
@@ -149,21 +163,21 @@ def scan_pullback(b: Builder, at: int, node, cts: dict[int, int], active: bytear
         args += [cts.get(p + k, zero) for k in range(n * q)]
     if seeded_maps == 2:
         back_streams.append((n * q, -q, (n - 1) * q))
-        args += present(b, [p + k in cts for k in range(n * q)])
-    final = [cts.get(region.carry_value(k), zero) for k in range(m)]
-    if guards:
-        final += [b.const(1.0 if region.carry_value(k) in cts else 0.0) for k in range(m)]
+        args += present(b, [v in cts for v in values], [guards.get(v) for v in values])
+    final = [cts.get(v, zero) for v in ends]
+    if guarded:
+        final += present(b, [v in cts for v in ends], [guards.get(v) for v in ends])
     whole = [region.source(j) for j in range(len(region.streams))] + [0]
     whole += [-1] * seeded_maps
-    back = Region(n, body, region.captures + p + len(won), tuple(back_streams), combine,
-                  len(final), tuple(whole))
+    back = Region(n, body, region.captures + p + len(won) + len(sum_g), tuple(back_streams),
+                  combine, len(final), tuple(whole))
     r = b.region(back, args + final)
     parts: list = [None] * len(node.args)
     shown: list = [None] * len(node.args)
     for e, k in enumerate(live_caps):
         if reached[cap_nodes[e]]:
             parts[k] = b.part(r, e)
-            if guards:
+            if guarded:
                 shown[k] = b.part(r, len(cap_nodes) + e)
     width = back.maps
     column = 0
@@ -181,7 +195,7 @@ def scan_pullback(b: Builder, at: int, node, cts: dict[int, int], active: bytear
                 value = back.sums + row * width + column + t
                 v = b.part(r, value)
                 parts[arg] = v if parts[arg] is None else b.add(parts[arg], v)
-                if guards:
+                if guarded:
                     g = b.part(r, value + len(map_nodes))
                     shown[arg] = g if shown[arg] is None else b.add(shown[arg], g)
         column += w
@@ -189,19 +203,19 @@ def scan_pullback(b: Builder, at: int, node, cts: dict[int, int], active: bytear
     for k in range(m):
         if reached[state_nodes[k]]:
             parts[first + k] = b.part(r, back.carry_value(k))
-            if guards:
+            if guarded:
                 shown[first + k] = b.part(r, back.carry_value(m + k))
     conds = [None if s is None else b.op("ne", s, zero) for s in shown]
     return parts, conds
 
 
 def _tangent_body(region: Region, sweep, cap_t: list, stream_t: list, partial: list,
-                  guards: bool, live: set):
+                  cap_g: list, guards: bool, live: set):
     m, c = region.carry, region.captures
     won = region.winners
     widths = region.widths()
     bb = Builder()
-    ports = _inputs(bb, c + len(cap_t) + len(won),
+    ports = _inputs(bb, c + len(cap_t) + len(won) + len(cap_g),
                     widths + [widths[j] for j in stream_t + partial], (3 if guards else 2) * m)
     state, dstate, shown_in = (ports["@h"][:m], ports["@h"][m:2 * m], ports["@h"][2 * m:])
     given = {"@i": ports["@i"], "@c": ports["@c"][:c], "@h": state}
@@ -217,6 +231,9 @@ def _tangent_body(region: Region, sweep, cap_t: list, stream_t: list, partial: l
     for e, j in enumerate(partial):  # stream elements with a tangent in some places only
         shown = ports[f"@s{len(widths) + len(stream_t) + e}"]
         seed_guards.update(seeded_guards(bb, ports[f"@s{j}"], shown))
+    first = c + len(cap_t) + len(won)  # captured tangents under a guard outside
+    seed_guards.update(seeded_guards(bb, [ports["@c"][x] for x in cap_g],
+                                     ports["@c"][first:first + len(cap_g)]))
     if guards:
         seed_guards.update((state[k], bb.op("ne", shown_in[k], bb.const(0.0))) for k in live)
     inner: dict = {}
@@ -245,7 +262,7 @@ def _tangent_body(region: Region, sweep, cap_t: list, stream_t: list, partial: l
     return body, combine, reached, found
 
 
-def scan_tangent(b: Builder, at: int, node, ts: list, sweep) -> tuple:
+def scan_tangent(b: Builder, at: int, node, ts: list, sweep, gs: list) -> tuple:
     """`loop_sweeps.region_tangent` for a scan: a scan carrying the state and its tangent,
     whose values hold the tangents of the values of scan `at`; `scan_tangent_value` reads
     it."""
@@ -260,22 +277,25 @@ def scan_tangent(b: Builder, at: int, node, ts: list, sweep) -> tuple:
     # The state elements whose tangent may be nonzero: given one, or reached from one that
     # is (a fixed point); guards where one becomes exactly 0, as in `scan_pullback`.
     p, q = region.sums, region.maps
-    partial = [j for j in stream_t if any(ts[bases[j] + e] is None
-                                          for e in range(region.streams[j][0]))]
+    partial = [j for j in stream_t if any(ts[bases[j] + e] is None or gs[bases[j] + e]
+                                          is not None for e in range(region.streams[j][0]))]
+    cap_g = [x for x in cap_t if gs[x] is not None]
     live = {e for e in range(m) if ts[first + e] is not None}
     while True:
-        made = _tangent_body(region, sweep, cap_t, stream_t, partial, False, live)
+        made = _tangent_body(region, sweep, cap_t, stream_t, partial, cap_g, False, live)
         grown = live | {e for e in range(m) if made[2][p + q + e]}
         if grown == live:
             break
         live = grown
-    guards = made[3] or any(not made[2][p + q + e] for e in live)
+    guards = made[3] or any(not made[2][p + q + e] or ts[first + e] is None
+                            or gs[first + e] is not None for e in live)
     if guards:
-        made = _tangent_body(region, sweep, cap_t, stream_t, partial, True, live)
+        made = _tangent_body(region, sweep, cap_t, stream_t, partial, cap_g, True, live)
     body, combine, reached, _ = made
     zero = b.const(0.0)
     args = captures + [ts[x] for x in cap_t]
     args += [b.part(at, region.winner_value(e)) for e in region.winners]
+    args += present(b, [True] * len(cap_g), [gs[x] for x in cap_g])
     args += [a for ids in streams for a in ids]
     new_streams = list(region.streams)
     for j in stream_t:
@@ -284,13 +304,14 @@ def scan_tangent(b: Builder, at: int, node, ts: list, sweep) -> tuple:
                  for e in range(region.streams[j][0])]
     for j in partial:
         new_streams.append(region.streams[j])
-        args += present(b, [ts[bases[j] + e] is not None for e in range(region.streams[j][0])])
+        span = range(bases[j], bases[j] + region.streams[j][0])
+        args += present(b, [ts[a] is not None for a in span], [gs[a] for a in span])
     dstate = [ts[first + e] for e in range(m)]
     args += initial_state(region, node.args) + [x if x is not None else zero for x in dstate]
     if guards:
-        args += [b.const(0.0 if x is None else 1.0) for x in dstate]
-    tangent = Region(region.n, body, k + len(cap_t) + len(region.winners), tuple(new_streams),
-                     combine, len(body.outputs["@next"].ids))
+        args += present(b, [x is not None for x in dstate], gs[first:])
+    tangent = Region(region.n, body, k + len(cap_t) + len(region.winners) + len(cap_g),
+                     tuple(new_streams), combine, len(body.outputs["@next"].ids))
     return b.region(tangent, args), ("scan", guards, reached, tangent)
 
 

@@ -63,6 +63,7 @@ def reverse(b: Builder, stop: int, active: bytearray, seeds: list[tuple[int, int
             ct[node_id] = seed if first else b.add(ct[node_id], seed)
             guard[node_id] = g if first else _either(b, guard[node_id], g)
     reached: dict[int, dict[int, int]] = {}  # region -> {value: cotangent} of its parts
+    part_guards: dict[int, dict] = {}  # region -> {value: the guard of its cotangent}
     # The nodes with a cotangent, latest first: a node's cotangent is complete when it is
     # taken, since only later nodes use it. Visiting these alone, not every node below `stop`,
     # keeps a sweep that reaches a few nodes (a Jacobian's row of an elementwise map) short.
@@ -77,6 +78,7 @@ def reverse(b: Builder, stop: int, active: bytearray, seeds: list[tuple[int, int
                 if r not in reached:
                     heapq.heappush(pending, -r)
                 reached.setdefault(r, {})[node.attr] = ct[i]
+                part_guards.setdefault(r, {})[node.attr] = guard[i]
                 guard[r] = guard[i] if r not in guard else _either(b, guard[r], guard[i])
             continue
         if node.op == "region":
@@ -85,7 +87,8 @@ def reverse(b: Builder, stop: int, active: bytearray, seeds: list[tuple[int, int
             node = _materialized(b, node, active)
             pullback = scan_sweeps.scan_pullback if node.attr.carry else \
                 loop_sweeps.region_pullback
-            parts, shown = pullback(b, i, node, reached.pop(i), active, _self())
+            parts, shown = pullback(b, i, node, reached.pop(i), active, _self(),
+                                    part_guards.pop(i))
             routes = copies = False
         else:
             c = ct.get(i)
@@ -191,12 +194,13 @@ def forward(b: Builder, stop: int, active: bytearray, tangents: dict[int, int],
                         _part_tangent(b, a, b.nodes[a], t, guard, region_tangent)
             ts = [t.get(a) for a in node.args]
             if any(x is not None for x in ts):
-                gs = [guard.get(a) for a in node.args]
+                gs = [guard.get(a) if x is not None else None for a, x in zip(node.args, ts,
+                                                                                strict=True)]
                 ts = [x if x is None or g is None else b.select(g, x, b.const(0.0))
                       for x, g in zip(ts, gs, strict=True)]
                 tangent = scan_sweeps.scan_tangent if node.attr.carry else \
                     loop_sweeps.region_tangent
-                region_tangent[i] = tangent(b, i, node, ts, _self())
+                region_tangent[i] = tangent(b, i, node, ts, _self(), gs)
                 guard[i] = _any_guard(b, ts, gs)
             continue
         row = OPS[node.op]
