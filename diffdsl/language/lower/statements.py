@@ -17,7 +17,7 @@ from ...errors import AssignmentError, ShapeError, StaticValueError
 from ...graph.ir import Port
 from .. import syntax as s
 from ..values import Dyn, is_array
-from .indices import iterate, need_static_int, subscripts
+from .indices import iterate, need_static_int, range_length, subscripts
 from .names import lookup_value
 from .scans import lower_scan, scan_range
 from .while_loop import lower_while
@@ -129,11 +129,13 @@ def for_statement(lw, st: s.For, scope: dict) -> None:
     if steps is None:
         items = iterate(lw, st.iter, scope)
     else:  # a long loop: after its first iteration, the rest may stay a loop (scans.py)
+        # Its steps count as the loop written out would: a loop of 10**9 steps is refused
+        # either way (it would run as long, on every evaluation).
+        lw.v.budget.charge(range_length(steps), st.iter.span, "this loop")
         _bind(lw, st.name, steps[0], scope, st.span)
         lw.block(st.body, scope)
         if lower_scan(lw, st, steps, scope, lambda name, v: _bind(lw, name, v, scope, st.span)):
             return
-        lw.v.budget.charge(len(steps), st.iter.span, "this loop")
         items = steps[1:]
     for item in items:
         _bind(lw, st.name, item, scope, st.span)
