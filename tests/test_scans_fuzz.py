@@ -1,4 +1,5 @@
-"""Generated `for` loops both ways: a loop of a few iterations kept as a scan (`unroll=1`)
+"""Generated `for` loops both ways: a loop of a few iterations kept as a scan (`unroll=1`; the
+first and last iterations are written out, the rest a scan)
 against the loop written out (the reference semantics). The body assigns a scalar and a
 vector state from the fuzzer's expressions over the state, the loop variable (as a real), an
 element of the data at the loop's index, a temporary, a dynamic `if` and maybe an inner loop,
@@ -17,7 +18,7 @@ from test_regions_fuzz import agree, build
 
 @st.composite
 def scan_programs(draw):
-    n = draw(st.integers(2, 5))
+    n = draw(st.integers(3, 6))
     lines = ["input x", "input v[2]", f"input d[{n}]"]
     outer = {"x": "s", "v": "v"}
     lines.append(f"a = x * {draw(scalar(outer, 1))} + x")
