@@ -45,6 +45,7 @@ POINTS = {
     "loops/newton_lambertw.dd": ({"p": np.float64(2.0)}, ["w"]),
     "loops/particle.dd": ({"q": np.float64(0.2), "v0": np.array([1.0, 0.5])},
                           ["landing", "miss"]),
+    "loops/pendulums.dd": ({"q0": _uniform(4, -0.3, 0.3), "stiff": _uniform(4)}, ["energy"]),
     "loops/saddle.dd": ({"x0": np.array([0.5, -0.3]), "y0": np.array([0.2, 0.1])}, ["value"]),
     "linalg/fiedler.dd": ({"w": _uniform(7)}, ["connectivity"]),
     "linalg/gaussian_loglik.dd": ({"S": np.array([[4.0, 1, 0], [1, 3, 1], [0, 1, 2]]),
