@@ -248,22 +248,36 @@ def region_tangent(b: Builder, at: int, node, ts: list, sweep, gs: list) -> tupl
         combine = ("add",) * len(sums) + ("max",) * len(sums)
         sums += shown
     body = body_graph(bb.nodes, _ports(ports), sums, maps)
-    zero_outer = b.const(0.0)
-    args = captures + [ts[c] for c in cap_t] + [b.part(at, region.winner_value(e)) for e in won]
+    args, new_streams = tangent_args(b, at, node, ts, gs, (cap_t, cap_g, stream_t, partial))
+    tangent = Region(region.n, body, k + len(cap_t) + len(won) + len(cap_g), tuple(new_streams),
+                     combine)
+    return b.region(tangent, args), (guarded, reached)
+
+
+def tangent_args(b: Builder, at: int, node, ts: list, gs: list, chosen: tuple) -> tuple:
+    """The arguments of the tangent region of region node `at` up to its streams (captures,
+    captured tangents, winners, captured indicators, streams, streamed tangents, indicator
+    streams), and its streams; `chosen` is (captures with a tangent, those under a guard,
+    streams with a tangent, those needing an indicator stream)."""
+    region: Region = node.attr
+    cap_t, cap_g, stream_t, partial = chosen
+    captures, streams = split_args(region, node.args)
+    bases = _stream_bases(region)
+    zero = b.const(0.0)
+    args = captures + [ts[c] for c in cap_t]
+    args += [b.part(at, region.winner_value(e)) for e in region.winners]
     args += present(b, [True] * len(cap_g), [gs[c] for c in cap_g])
     args += [a for ids in streams for a in ids]
     new_streams = list(region.streams)
     for j in stream_t:
         new_streams.append(region.streams[j])
-        args += [ts[bases[j] + e] if ts[bases[j] + e] is not None else zero_outer
+        args += [ts[bases[j] + e] if ts[bases[j] + e] is not None else zero
                  for e in range(region.streams[j][0])]
     for j in partial:
         new_streams.append(region.streams[j])
         span = range(bases[j], bases[j] + region.streams[j][0])
         args += present(b, [ts[a] is not None for a in span], [gs[a] for a in span])
-    tangent = Region(region.n, body, k + len(cap_t) + len(won) + len(cap_g), tuple(new_streams),
-                     combine)
-    return b.region(tangent, args), (guarded, reached)
+    return args, new_streams
 
 
 def tangent_value(region: Region, made: tuple, value: int) -> tuple | None:

@@ -27,6 +27,7 @@ from .loop_sweeps import (
     _stream_bases,
     present,
     seeded_guards,
+    tangent_args,
     tangent_value,
 )
 from .loops import body_graph, initial_state, inline, split_args, stored_region
@@ -293,19 +294,7 @@ def scan_tangent(b: Builder, at: int, node, ts: list, sweep, gs: list) -> tuple:
         made = _tangent_body(region, sweep, cap_t, stream_t, partial, cap_g, True, live)
     body, combine, reached, _ = made
     zero = b.const(0.0)
-    args = captures + [ts[x] for x in cap_t]
-    args += [b.part(at, region.winner_value(e)) for e in region.winners]
-    args += present(b, [True] * len(cap_g), [gs[x] for x in cap_g])
-    args += [a for ids in streams for a in ids]
-    new_streams = list(region.streams)
-    for j in stream_t:
-        new_streams.append(region.streams[j])
-        args += [ts[bases[j] + e] if ts[bases[j] + e] is not None else zero
-                 for e in range(region.streams[j][0])]
-    for j in partial:
-        new_streams.append(region.streams[j])
-        span = range(bases[j], bases[j] + region.streams[j][0])
-        args += present(b, [ts[a] is not None for a in span], [gs[a] for a in span])
+    args, new_streams = tangent_args(b, at, node, ts, gs, (cap_t, cap_g, stream_t, partial))
     dstate = [ts[first + e] for e in range(m)]
     args += initial_state(region, node.args) + [x if x is not None else zero for x in dstate]
     if guards:
