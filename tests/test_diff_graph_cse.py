@@ -20,6 +20,7 @@ from hypothesis import strategies as st
 import diffdsl
 from diffdsl.cli import main
 from diffdsl.errors import DiffDSLError
+from diffdsl.graph.loops import expand
 from diffdsl.symbolic import export as symbolic
 from diffdsl.symbolic import formulas as report_formulas
 from diffdsl.symbolic.atoms import Symbols
@@ -104,7 +105,7 @@ def _check_named(prog, rng) -> bool:
     expression a node (`export_nodes`) and, where finite, the compiled Jacobian. False
     where SymPy could not evaluate the formulas at the point drawn."""
     of = next(iter(prog.graph.outputs))
-    jac = prog.derivative("jacobian", of)
+    jac = expand(prog.derivative("jacobian", of))  # loops kept as loops: as `diff` prints them
     syms = Symbols(jac)
     atom = lambda name, k: syms.public[name][k]  # noqa: E731
     ids = [i for name, port in jac.outputs.items() if name.startswith("d:") for i in port.ids]

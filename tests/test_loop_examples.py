@@ -8,7 +8,9 @@ taken inside them, against independent code.
   (the iteration is affine), and the saddle point against a linear solve;
 - particle.dd: the Euler steps against NumPy with the potential's gradient written by hand;
   d miss / d q against central differences of that NumPy code, and SciPy steering the charge
-  with the program's gradient until the particle lands on the target.
+  with the program's gradient until the particle lands on the target;
+- pendulums.dd: 400 Runge-Kutta steps kept as a loop (a scan) against the same steps in NumPy,
+  and its gradient against central differences of that NumPy code.
 
 They run through the API and the command line, on the numpy and cpu backends. These programs
 are not in examples/ itself: unrolled loops make graphs beyond what the tests of every
@@ -50,7 +52,7 @@ def cli(*args: str) -> dict:
 
 def test_every_loop_example_is_tested_here():
     assert {p.name for p in LOOPS.glob("*.dd")} == {"newton_lambertw.dd", "saddle.dd",
-                                                     "particle.dd"}
+                                                     "particle.dd", "pendulums.dd"}
     for path in LOOPS.glob("*.dd"):
         assert path.read_text().startswith(f"# {path.name}: ")
 
@@ -226,3 +228,38 @@ def test_cpu_equals_the_interpreter(name, scalar):
     for k in want:
         for m in want[k]:
             np.testing.assert_allclose(got[k][m], want[k][m], rtol=1e-9, atol=1e-11)
+
+
+# --- Pendulums: a for loop kept as a loop, against NumPy ------------------------------------
+
+def _pendulums(q0, stiff, steps=400, dt=0.01):
+    """pendulums.dd in NumPy: the energy the velocities gather over the steps."""
+    def f(s):
+        return np.concatenate([s[4:], -stiff * np.sin(s[:4]) - 0.1 * s[4:]])
+    s = np.concatenate([q0, np.full(4, 0.1)])
+    energy = 0.0
+    for _ in range(steps):
+        k1 = f(s)
+        k2 = f(s + dt / 2 * k1)
+        k3 = f(s + dt / 2 * k2)
+        k4 = f(s + dt * k3)
+        s = s + dt / 6 * (k1 + 2 * k2 + 2 * k3 + k4)
+        energy += dt * np.sum(s[4:] ** 2)
+    return energy
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_pendulums_scan_against_numpy_and_central_differences(backend):
+    prog = load("pendulums.dd", backend)
+    assert any(node.op == "region" and node.attr.carry for node in prog.graph.nodes)
+    q0, stiff = np.array([0.3, 0.2, 0.1, 0.0]), np.array([1.0, 2.0, 3.0, 4.0])
+    assert np.isclose(prog(q0=q0, stiff=stiff), _pendulums(q0, stiff), rtol=1e-12)
+    grad = prog.grad(q0=q0, stiff=stiff)
+    for name, x in (("q0", q0), ("stiff", stiff)):
+        for k in range(4):
+            up, down = x.copy(), x.copy()
+            up[k] += 1e-6
+            down[k] -= 1e-6
+            args = {"q0": q0, "stiff": stiff}
+            fd = (_pendulums(**{**args, name: up}) - _pendulums(**{**args, name: down})) / 2e-6
+            assert abs(grad[name][k] - fd) <= 1e-6 * max(1.0, abs(fd))
