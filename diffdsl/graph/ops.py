@@ -306,7 +306,7 @@ for _name, _test, _cmp, _cls, _fn in (("min", "<=", "ole", "Le", operator.le),
     _row(_name, 2, fold=lambda x, y, f=_fn: x if f(x, y) else y,
          numpy=f"np.where({{0}} {_test} {{1}}, {{0}}, {{1}})",
          numba=f"({{0}} if {{0}} {_test} {{1}} else {{1}})",
-         sympy=f"sp.Piecewise(({{0}}, sp.{_cls}({{0.alt}}, {{1.alt}})), ({{1}}, True))",
+         sympy=f"sp.Piecewise(({{0}}, compare('{_cls}', {{0.alt}}, {{1.alt}})), ({{1}}, True))",
          sympy_alt=f"apply(sp.{_name.title()}, {{0.alt}}, {{1.alt}})", ll=_pick(_cmp),
          keeps_integers=True, routes=True, curvature="linear",
          pullback=lambda g, a, out, ct, test=_cmp[1:]: (
@@ -324,7 +324,7 @@ for _name, _sym, _fn, _cond, _cls in (
     _row(_name, 2, fold=lambda x, y, f=_fn: _b(f(x, y)),
          numpy=f"np.where({{0}} {_sym} {{1}}, 1.0, 0.0)",
          numba=f"({{one}} if {{0}} {_sym} {{1}} else {{zero}})",
-         sympy=f"sp.{_cls}({{0.alt}}, {{1.alt}})", symbol=_sym,
+         sympy=f"compare('{_cls}', {{0.alt}}, {{1.alt}})", symbol=_sym,
          ll=_truth(f"{{r}}.c = fcmp {_cond} {{t}} {{0}}, {{1}}"),
          commutative=_name in ("eq", "ne"))
 for _name, _np_op, _fn in (("and", "&", lambda p, q: p and q), ("or", "|", lambda p, q: p or q)):

@@ -86,13 +86,24 @@ class _Ref:
         return self.x
 
 
+def compare(relation: str, a, b):
+    """`sp.<relation>(a, b)`, or where SymPy cannot order the two (a NaN, a complex number:
+    `x < asin(2)`) what the compiled comparison gives there, as IEEE orders NaN: false, and
+    true for `Ne`."""
+    try:
+        return getattr(sp, relation)(a, b)
+    except TypeError:
+        return sp.true if relation == "Ne" else sp.false
+
+
 def _rule(spelling: str, arity: int) -> Callable:
     """A row's SymPy spelling as a function of the list of `Arg`s: a SymPy function's name is
     that function applied (unevaluated) to the arguments' expressions."""
     if spelling.isidentifier():
         spelling = f"apply(sp.{spelling}, " + ", ".join(f"{{{k}}}" for k in range(arity)) + ")"
     body = spelling.format(*(_Ref(k) for k in range(arity)))
-    return eval(f"lambda a: {body}", {"sp": sp, "apply": _apply, "select": select})
+    return eval(f"lambda a: {body}", {"sp": sp, "apply": _apply, "select": select,
+                                      "compare": compare})
 
 
 # Keyed by op name. A rule takes the list of `Arg`s and returns an expression, or a SymPy
