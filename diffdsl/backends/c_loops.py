@@ -6,7 +6,7 @@ the same order of the sums; a scan's state where the LLVM loop keeps it).
 from __future__ import annotations
 
 from ..graph.ir import Graph
-from .llvm_loops import _run_of
+from .llvm_loops import stream_run
 
 
 def loop(graph: Graph, plan, i: int, value, t: str, prefix: str, zero: str) -> list[str]:
@@ -31,10 +31,7 @@ def loop(graph: Graph, plan, i: int, value, t: str, prefix: str, zero: str) -> l
     for j in range(len(region.streams)):
         ids = node.args[first:first + region.taken(j)]
         first += region.taken(j)
-        if region.source(j) >= 0:  # a region's values, read whole where they lie
-            run = "buf", plan.areas[ids[0]]["buf"] + region.source(j)
-        else:
-            run = _run_of(graph, plan, ids)
+        run = stream_run(graph, plan, region, j, ids)
         if run is None:  # gathered into the scratch, element by element
             for m, a in enumerate(ids):
                 out.append(f"s[{area['gather'][j] + m}] = {value(a)};")

@@ -30,6 +30,14 @@ def _run_of(graph: Graph, plan, ids) -> tuple | None:
     return "buf", plan.areas[r]["buf"] + e
 
 
+def stream_run(graph: Graph, plan, region, j: int, ids) -> tuple | None:
+    """Where stream j's elements (its arguments `ids`) lie, as `_run_of` says; a stream that
+    reads a region's values whole lies where that region keeps them."""
+    if region.source(j) >= 0:
+        return "buf", plan.areas[ids[0]]["buf"] + region.source(j)
+    return _run_of(graph, plan, ids)
+
+
 def loop(graph: Graph, plan, i: int, value, port, block: list, t: str, prefix: str,
          zero: str) -> list[str]:
     """Region node i as a loop over its iterations, each a call of its body's `run` with the
@@ -63,10 +71,7 @@ def loop(graph: Graph, plan, i: int, value, port, block: list, t: str, prefix: s
     for j in range(len(region.streams)):
         ids = node.args[at:at + region.taken(j)]
         at += region.taken(j)
-        if region.source(j) >= 0:  # a region's values, read whole where they lie
-            run = "buf", plan.areas[ids[0]]["buf"] + region.source(j)
-        else:
-            run = _run_of(graph, plan, ids)
+        run = stream_run(graph, plan, region, j, ids)
         if run is None:
             for m, a in enumerate(ids):
                 out.append(f"store {t} {value(a)}, "

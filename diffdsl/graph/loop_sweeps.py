@@ -198,35 +198,18 @@ def region_tangent(b: Builder, at: int, node, ts: list, sweep, gs: list) -> tupl
     region: Region = node.attr
     won = region.winners
     k = region.captures
-    captures, streams = split_args(region, node.args)
-    cap_t = [c for c in range(k) if ts[c] is not None]
-    bases = _stream_bases(region)
-    stream_t = [j for j, (length, _, _) in enumerate(region.streams)
-                if any(ts[bases[j] + e] is not None for e in range(length))]
-    # Streams whose elements have a tangent in some places only, or under a guard outside:
-    # an indicator stream each; a captured tangent under a guard: an indicator captured.
-    partial = [j for j in stream_t if any(ts[bases[j] + e] is None or gs[bases[j] + e]
-                                          is not None for e in range(region.streams[j][0]))]
-    cap_g = [c for c in cap_t if gs[c] is not None]
+    streams = len(region.streams)
+    chosen = tangent_choice(region, ts, gs)
+    cap_t, cap_g, stream_t, partial = chosen
     bb = Builder()
     widths = region.widths()
     ports = _body_inputs(bb, region, len(cap_t) + len(won) + len(cap_g),
                          [widths[j] for j in stream_t + partial])
     given = {"@i": ports["@i"], "@c": ports["@c"][:k]}
-    for j in range(len(streams)):
+    for j in range(streams):
         given[f"@s{j}"] = ports[f"@s{j}"]
     out = inline(bb, region.body, given)
-    tangents = {ports["@c"][c]: ports["@c"][k + m] for m, c in enumerate(cap_t)}
-    for m, j in enumerate(stream_t):
-        for x, dx in zip(ports[f"@s{j}"], ports[f"@s{len(streams) + m}"], strict=True):
-            tangents[x] = dx
-    seed_guards = {}
-    for m, j in enumerate(partial):
-        shown = ports[f"@s{len(streams) + len(stream_t) + m}"]
-        seed_guards.update(seeded_guards(bb, ports[f"@s{j}"], shown))
-    first = k + len(cap_t) + len(won)
-    seed_guards.update(seeded_guards(bb, [ports["@c"][c] for c in cap_g],
-                                     ports["@c"][first:first + len(cap_g)]))
+    tangents, seed_guards = tangent_seeds(bb, ports, region, chosen)
     inner: dict = {}
     t = sweep.forward(bb, len(bb.nodes), sweep.active_nodes(bb, set(tangents)), tangents,
                       guards_out=inner, seed_guards=seed_guards)
@@ -248,10 +231,43 @@ def region_tangent(b: Builder, at: int, node, ts: list, sweep, gs: list) -> tupl
         combine = ("add",) * len(sums) + ("max",) * len(sums)
         sums += shown
     body = body_graph(bb.nodes, _ports(ports), sums, maps)
-    args, new_streams = tangent_args(b, at, node, ts, gs, (cap_t, cap_g, stream_t, partial))
+    args, new_streams = tangent_args(b, at, node, ts, gs, chosen)
     tangent = Region(region.n, body, k + len(cap_t) + len(won) + len(cap_g), tuple(new_streams),
                      combine)
     return b.region(tangent, args), (guarded, reached)
+
+
+def tangent_choice(region: Region, ts: list, gs: list) -> tuple:
+    """Which of a region's arguments its tangent region takes a tangent of: (captures with a
+    tangent, those under a guard outside, streams with a tangent, those needing an indicator
+    stream: a tangent in some places only, or under a guard outside)."""
+    bases = _stream_bases(region)
+    cap_t = [c for c in range(region.captures) if ts[c] is not None]
+    stream_t = [j for j, (length, _, _) in enumerate(region.streams)
+                if any(ts[bases[j] + e] is not None for e in range(length))]
+    partial = [j for j in stream_t if any(ts[bases[j] + e] is None or gs[bases[j] + e]
+                                          is not None for e in range(region.streams[j][0]))]
+    cap_g = [c for c in cap_t if gs[c] is not None]
+    return cap_t, cap_g, stream_t, partial
+
+
+def tangent_seeds(bb: Builder, ports: dict, region: Region, chosen: tuple) -> tuple:
+    """The tangent body's seeds, {primal input: its tangent input}, and their guards (from
+    the indicators), for the ports `tangent_args` lays out."""
+    cap_t, cap_g, stream_t, partial = chosen
+    c, streams = region.captures, len(region.streams)
+    tangents = {ports["@c"][x]: ports["@c"][c + e] for e, x in enumerate(cap_t)}
+    for e, j in enumerate(stream_t):
+        for x, dx in zip(ports[f"@s{j}"], ports[f"@s{streams + e}"], strict=True):
+            tangents[x] = dx
+    seed_guards = {}
+    for e, j in enumerate(partial):
+        shown = ports[f"@s{streams + len(stream_t) + e}"]
+        seed_guards.update(seeded_guards(bb, ports[f"@s{j}"], shown))
+    first = c + len(cap_t) + len(region.winners)
+    seed_guards.update(seeded_guards(bb, [ports["@c"][x] for x in cap_g],
+                                     ports["@c"][first:first + len(cap_g)]))
+    return tangents, seed_guards
 
 
 def tangent_args(b: Builder, at: int, node, ts: list, gs: list, chosen: tuple) -> tuple:

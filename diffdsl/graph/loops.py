@@ -183,6 +183,8 @@ def share_stored(graph: Graph) -> Graph:
     """`graph` with each scan whose stored copy (`stored_region`, made by its pullback) is in
     it too replaced by that copy, which computes the same final state: a gradient then runs
     the loop forwards once, not twice. `graph` itself where there is none."""
+    if not any(node.op == "region" and node.attr.carry for node in graph.nodes):
+        return graph  # no scan: most derivatives, spared hashing every region's body
     regions = {(node.attr, node.args): i for i, node in enumerate(graph.nodes)
                if node.op == "region"}
     moved = {}  # scan -> (its stored copy's node, the shift of its values)

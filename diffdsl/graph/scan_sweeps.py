@@ -28,6 +28,8 @@ from .loop_sweeps import (
     present,
     seeded_guards,
     tangent_args,
+    tangent_choice,
+    tangent_seeds,
     tangent_value,
 )
 from .loops import body_graph, initial_state, inline, split_args, stored_region
@@ -210,10 +212,10 @@ def scan_pullback(b: Builder, at: int, node, cts: dict[int, int], active: bytear
     return parts, conds
 
 
-def _tangent_body(region: Region, sweep, cap_t: list, stream_t: list, partial: list,
-                  cap_g: list, guards: bool, live: set):
+def _tangent_body(region: Region, sweep, chosen: tuple, guards: bool, live: set):
     m, c = region.carry, region.captures
     won = region.winners
+    cap_t, cap_g, stream_t, partial = chosen
     widths = region.widths()
     bb = Builder()
     ports = _inputs(bb, c + len(cap_t) + len(won) + len(cap_g),
@@ -223,18 +225,8 @@ def _tangent_body(region: Region, sweep, cap_t: list, stream_t: list, partial: l
     for j in range(len(widths)):
         given[f"@s{j}"] = ports[f"@s{j}"]
     out = inline(bb, region.body, given)
-    tangents = {ports["@c"][x]: ports["@c"][c + e] for e, x in enumerate(cap_t)}
-    for e, j in enumerate(stream_t):
-        for x, dx in zip(ports[f"@s{j}"], ports[f"@s{len(widths) + e}"], strict=True):
-            tangents[x] = dx
+    tangents, seed_guards = tangent_seeds(bb, ports, region, chosen)
     tangents.update((state[k], dstate[k]) for k in live)
-    seed_guards = {}
-    for e, j in enumerate(partial):  # stream elements with a tangent in some places only
-        shown = ports[f"@s{len(widths) + len(stream_t) + e}"]
-        seed_guards.update(seeded_guards(bb, ports[f"@s{j}"], shown))
-    first = c + len(cap_t) + len(won)  # captured tangents under a guard outside
-    seed_guards.update(seeded_guards(bb, [ports["@c"][x] for x in cap_g],
-                                     ports["@c"][first:first + len(cap_g)]))
     if guards:
         seed_guards.update((state[k], bb.op("ne", shown_in[k], bb.const(0.0))) for k in live)
     inner: dict = {}
@@ -269,21 +261,15 @@ def scan_tangent(b: Builder, at: int, node, ts: list, sweep, gs: list) -> tuple:
     it."""
     region: Region = node.attr
     m, k = region.carry, region.captures
-    captures, streams = split_args(region, node.args)
-    bases = _stream_bases(region)
     first = len(node.args) - m
-    cap_t = [x for x in range(k) if ts[x] is not None]
-    stream_t = [j for j, (length, _, _) in enumerate(region.streams)
-                if any(ts[bases[j] + e] is not None for e in range(length))]
+    chosen = tangent_choice(region, ts, gs)
+    cap_t, cap_g, _, _ = chosen
     # The state elements whose tangent may be nonzero: given one, or reached from one that
     # is (a fixed point); guards where one becomes exactly 0, as in `scan_pullback`.
     p, q = region.sums, region.maps
-    partial = [j for j in stream_t if any(ts[bases[j] + e] is None or gs[bases[j] + e]
-                                          is not None for e in range(region.streams[j][0]))]
-    cap_g = [x for x in cap_t if gs[x] is not None]
     live = {e for e in range(m) if ts[first + e] is not None}
     while True:
-        made = _tangent_body(region, sweep, cap_t, stream_t, partial, cap_g, False, live)
+        made = _tangent_body(region, sweep, chosen, False, live)
         grown = live | {e for e in range(m) if made[2][p + q + e]}
         if grown == live:
             break
@@ -291,10 +277,10 @@ def scan_tangent(b: Builder, at: int, node, ts: list, sweep, gs: list) -> tuple:
     guards = made[3] or any(not made[2][p + q + e] or ts[first + e] is None
                             or gs[first + e] is not None for e in live)
     if guards:
-        made = _tangent_body(region, sweep, cap_t, stream_t, partial, cap_g, True, live)
+        made = _tangent_body(region, sweep, chosen, True, live)
     body, combine, reached, _ = made
     zero = b.const(0.0)
-    args, new_streams = tangent_args(b, at, node, ts, gs, (cap_t, cap_g, stream_t, partial))
+    args, new_streams = tangent_args(b, at, node, ts, gs, chosen)
     dstate = [ts[first + e] for e in range(m)]
     args += initial_state(region, node.args) + [x if x is not None else zero for x in dstate]
     if guards:
