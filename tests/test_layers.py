@@ -53,6 +53,7 @@ LAYERS = {
     "graph/colouring": 1,  # graph colouring and recovery on CSR index arrays (numpy only)
     "graph/ufuncs": 1.5,  # each op as a NumPy function, from its row
     "graph/region": 1.75,  # the attribute of a region node: a loop kept as a loop
+    "graph/verify": 1.9,  # well-formed graphs: what backends and builders check
     "graph/ir": 2,
     "graph/loops": 2.75,  # regions: built, unrolled, inlined, differentiated
     "graph/ports": 2.5,  # derivative graphs' port names; which output and inputs
@@ -79,6 +80,7 @@ LAYERS = {
     "language/builtins/table": 2.75,  # the table: elementwise, reductions, shapes, the above
     "language/builtins/__init__": 2.8,
     "language/lower/bindings": 3.05,  # the bindings grad(e, x) differentiates by, tagged
+    "language/lower/wholes": 3.104,  # inputs read in place by loops: one array node
     "language/lower/regions": 3.105,  # loops kept as loops: bodies lowered once
     "language/lower/scans": 3.107,  # `for` loops kept as loops: a carried state
     "language/lower/derivatives": 3.1,  # grad(e, x) inside a program: autodiff's sweeps

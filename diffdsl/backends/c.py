@@ -218,7 +218,7 @@ class _Segment:
                     self.out.append(f"memcpy(p[{k}], {self.prefix}table{k}, {count * size});")
         for i in range(start, stop):
             node = graph.nodes[i]
-            if node.op in ("input", "const"):
+            if node.op in ("input", "const", "array"):
                 continue
             if node.op == "part":
                 self.store(i)

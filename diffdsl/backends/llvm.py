@@ -138,10 +138,11 @@ class _Layout:
     def __init__(self, graph: Graph):
         n = len(graph.nodes)
         self.segments = [(a, min(a + SEGMENT, n)) for a in range(0, max(n, 1), SEGMENT)]
+        self.port_of = {name: k for k, name in enumerate(graph.inputs)}  # input -> port
         self.source = {}  # input node -> (port, element)
-        for k, port in enumerate(graph.inputs.values()):
-            for e, i in enumerate(port.ids):
-                self.source[i] = (k, e)
+        for i, node in enumerate(graph.nodes):
+            if node.op == "input":
+                self.source[i] = (self.port_of[node.attr[0]], node.attr[1])
         self.stores: dict[int, list] = {}  # node -> [(port, element)] of the outputs it feeds
         self.fills = []  # (port, elements, None for zeros or the table of constants)
         self.copies = []  # (port, first element, region node, first value, elements)
@@ -153,6 +154,9 @@ class _Layout:
                                  for node in graph.nodes], dtype=np.float64)
         self._parts = any(node.op == "part" for node in graph.nodes)
         for k, port in enumerate(graph.outputs.values()):
+            if port.whole is not None:  # a region's values in a row: copied after its loop
+                self.copies.append((first + k, 0, *port.whole, port.size))
+                continue
             ids = np.asarray(port.ids, dtype=np.int64)
             covered = self._fill(first + k, ids) | self._copy(graph, first + k, port.ids)
             for e in np.flatnonzero(~covered).tolist():
@@ -161,7 +165,7 @@ class _Layout:
         for i, node in enumerate(graph.nodes):
             for a in node.args:
                 if a // SEGMENT != i // SEGMENT and a not in self.source and a not in self.slot \
-                        and graph.nodes[a].op not in ("const", "region", "part"):
+                        and graph.nodes[a].op not in ("const", "region", "part", "array"):
                     self.slot[a] = len(self.slot)
         # Outputs that are inputs or constants are stored in the last segment.
         self.late = [i for i in self.stores
@@ -285,7 +289,7 @@ def _segment(graph: Graph, plan: _Layout, start: int, stop: int, last: bool,
                            f"i64 {count * size}, i1 false)")
     for i in range(start, stop):
         node = graph.nodes[i]
-        if node.op in ("input", "const"):
+        if node.op in ("input", "const", "array"):  # read where they lie, when used
             continue
         if node.op == "part":
             store(i)

@@ -32,8 +32,12 @@ def _run_of(graph: Graph, plan, ids) -> tuple | None:
 
 def stream_run(graph: Graph, plan, region, j: int, ids) -> tuple | None:
     """Where stream j's elements (its arguments `ids`) lie, as `_run_of` says; a stream that
-    reads a region's values whole lies where that region keeps them."""
+    reads a region's values whole lies where that region keeps them, an input's where the
+    caller put it."""
     if region.source(j) >= 0:
+        node = graph.nodes[ids[0]]
+        if node.op == "array":  # an input read in place
+            return plan.port_of[node.attr[0]], region.source(j)
         return "buf", plan.areas[ids[0]]["buf"] + region.source(j)
     return _run_of(graph, plan, ids)
 

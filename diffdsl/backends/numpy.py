@@ -105,13 +105,12 @@ def evaluate(graph: Graph, inputs: dict[str, np.ndarray], dtype=np.float64) -> d
         if value.ndim == 2:
             rows = value.shape[0]
     values: list = [None] * len(graph.nodes)
-    for name, port in graph.inputs.items():
-        data = np.asarray(inputs[name], dtype=dtype)
-        for k, i in enumerate(port.ids):
-            values[i] = data[:, k] if data.ndim == 2 else data[k]
+    data = {name: np.asarray(inputs[name], dtype=dtype) for name in graph.inputs}
     with np.errstate(all="ignore"):
         for i, node in enumerate(graph.nodes):
-            if node.op == "input":
+            if node.op in ("input", "array"):  # an element, or the whole input (read whole)
+                d = data[node.attr[0]]
+                values[i] = d if node.op == "array" else d[..., node.attr[1]]
                 continue
             if node.op == "const":
                 values[i] = dtype.type(node.attr)
@@ -129,6 +128,12 @@ def evaluate(graph: Graph, inputs: dict[str, np.ndarray], dtype=np.float64) -> d
             values[i] = result
     out = {}
     for name, port in graph.outputs.items():
+        if port.whole is not None:  # a region's values in a row
+            node, first = port.whole
+            block = np.asarray(values[node][..., first:first + port.size], dtype=dtype)
+            out[name] = block if rows is None else np.broadcast_to(
+                block, (rows, port.size)).copy()
+            continue
         cols = [np.asarray(values[i], dtype=dtype) for i in port.ids]
         if rows is None:
             out[name] = np.array(cols, dtype=dtype).reshape(len(cols))

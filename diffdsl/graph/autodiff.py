@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from ..errors import UsageError
 from .ir import Builder, Graph, Port
-from .loops import share_stored
+from .loops import explicit, share_stored
 from .ports import SEED as SEED
 from .ports import d_name as d_name
 from .ports import pick_inputs as pick_inputs
@@ -22,6 +22,7 @@ from .ports import tangent_name as tangent_name
 from .sweeps import active_nodes as active_nodes
 from .sweeps import forward as forward
 from .sweeps import reverse as reverse
+from .wholes import gradient_port
 
 
 def _zero_or(b: Builder, table: dict, i: int) -> int:
@@ -29,15 +30,38 @@ def _zero_or(b: Builder, table: dict, i: int) -> int:
     return b.const(0.0) if found is None else found
 
 
-def _cotangents(b: Builder, graph: Graph, wrt: list[str], ct: dict) -> dict[str, Port]:
-    """The "d:NAME" ports of a reverse sweep: each input's cotangents, zero where unreached."""
-    return {d_name(name): Port(graph.inputs[name].shape,
-                               tuple(_zero_or(b, ct, i) for i in graph.inputs[name].ids))
-            for name in wrt}
+def _cotangents(b: Builder, graph: Graph, wrt: list[str], ct: dict,
+                wholes: dict | None = None) -> dict[str, Port]:
+    """The "d:NAME" ports of a reverse sweep: each input's cotangents, zero where unreached;
+    an input read whole gets those of its streams (`wholes`) and of its elements read alone."""
+    out = {}
+    for name in wrt:
+        port = graph.inputs[name]
+        if port.whole is None:
+            out[d_name(name)] = Port(port.shape, tuple(_zero_or(b, ct, i) for i in port.ids))
+            continue
+        # Its elements read alone: by the program, or made by a sweep (a scan's stream).
+        elements = {node.attr[1]: ct[i] for i, node in enumerate(b.nodes)
+                    if i in ct and node.op == "input" and node.attr[0] == name}
+        parts = (wholes or {}).get(port.whole[0], [])
+        out[d_name(name)] = gradient_port(b, port, parts, elements)
+    return out
+
+
+def _elements(graph: Graph, name: str) -> list[int]:
+    """The element nodes of input `name`: all of them, or, for one read whole, those the
+    program reads one by one."""
+    port = graph.inputs[name]
+    if port.whole is None:
+        return list(port.ids)
+    return [i for i, node in enumerate(graph.nodes)
+            if node.op == "input" and node.attr[0] == name]
 
 
 def _sources(graph: Graph, wrt: list[str]) -> set[int]:
-    return {i for name in wrt for i in graph.inputs[name].ids}
+    """The nodes derivatives are taken by: the inputs' elements and arrays."""
+    found = {i for name in wrt for i in _elements(graph, name)}
+    return found | {graph.inputs[n].whole[0] for n in wrt if graph.inputs[n].whole is not None}
 
 
 # the transforms --------------------------------------------------------------------------
@@ -48,8 +72,9 @@ def grad(graph: Graph, of: str | None = None, wrt=None) -> Graph:
     wrt = pick_inputs(graph, wrt)
     b, stop, active = _sweep_start(graph, wrt)
     out = graph.outputs[of]
-    ct = reverse(b, stop, active, [(out.ids[0], b.const(1.0))])
-    outputs = {"value": out, **_cotangents(b, graph, wrt, ct)}
+    wholes: dict = {}
+    ct = reverse(b, stop, active, [(out.ids[0], b.const(1.0))], wholes_out=wholes)
+    outputs = {"value": out, **_cotangents(b, graph, wrt, ct, wholes)}
     return share_stored(b.graph(dict(graph.inputs), outputs))
 
 
@@ -66,13 +91,16 @@ def vjp(graph: Graph, of: str | None = None, wrt=None) -> Graph:
     b, stop, active = _sweep_start(graph, wrt)
     out = graph.outputs[of]
     seed_ids = tuple(b.input(SEED, k) for k in range(out.size))
-    ct = reverse(b, stop, active, list(zip(out.ids, seed_ids, strict=True)))
+    wholes: dict = {}
+    ct = reverse(b, stop, active, list(zip(out.ids, seed_ids, strict=True)), wholes_out=wholes)
     inputs = {**graph.inputs, SEED: Port(out.shape, seed_ids)}
-    return share_stored(b.graph(inputs, {"value": out, **_cotangents(b, graph, wrt, ct)}))
+    return share_stored(b.graph(inputs, {"value": out,
+                                         **_cotangents(b, graph, wrt, ct, wholes)}))
 
 
 def jvp(graph: Graph, of: str | None = None, wrt=None) -> Graph:
     """Forward mode: extra inputs "@t:NAME" (tangents of the inputs); output "jvp"."""
+    graph = explicit(graph)  # inputs element by element: seeded one at a time
     of = pick_output(graph, of)
     wrt = pick_inputs(graph, wrt)
     b, stop, active = _sweep_start(graph, wrt)
@@ -89,6 +117,7 @@ def jacobian(graph: Graph, of: str | None = None, wrt=None, mode: str = "auto") 
     `mode` is "reverse" (one sweep per output element), "forward" (one per input element) or
     "auto", which takes the one with fewer sweeps.
     """
+    graph = explicit(graph)  # inputs element by element: seeded one at a time
     of = pick_output(graph, of)
     wrt = pick_inputs(graph, wrt)
     out = graph.outputs[of]
@@ -130,6 +159,7 @@ def hessian(graph: Graph, of: str | None = None, wrt=None) -> Graph:
     The reverse sweep builds the gradient as nodes; one forward sweep per input element over
     the extended graph then gives a column of the Hessian.
     """
+    graph = explicit(graph)  # inputs element by element: seeded one at a time
     of, wrt, b, grads, stop, active = _gradient_nodes(graph, of, wrt, "hessian")
     out = graph.outputs[of]
     one = b.const(1.0)
@@ -146,6 +176,7 @@ def hessian(graph: Graph, of: str | None = None, wrt=None) -> Graph:
 def hvp(graph: Graph, of: str | None = None, wrt=None) -> Graph:
     """Hessian times a vector, forward over reverse without forming the Hessian: extra inputs
     "@t:NAME" (the vector, by input), outputs "value" and "d:NAME" (H v for each input)."""
+    graph = explicit(graph)  # inputs element by element: seeded one at a time
     of, wrt, b, grads, stop, active = _gradient_nodes(graph, of, wrt, "hvp")
     inputs, seeds = _tangent_inputs(b, graph, wrt)
     t = forward(b, stop, active, seeds)
@@ -159,6 +190,7 @@ def hvp(graph: Graph, of: str | None = None, wrt=None) -> Graph:
 def hessian_diagonal(graph: Graph, of: str | None = None, wrt=None) -> Graph:
     """The Hessian's diagonal: outputs "d:NAME" of each input's shape, d²f/dx_k² elementwise;
     one forward sweep per element, keeping only the element's own second derivative."""
+    graph = explicit(graph)  # inputs element by element: seeded one at a time
     of, wrt, b, grads, stop, active = _gradient_nodes(graph, of, wrt, "hessian")
     one = b.const(1.0)
     outputs = {"value": graph.outputs[of]}

@@ -8,16 +8,13 @@ unrolls and differentiates them).
 constants and applies the identities of `rewrites.RULES` (`x * 1 = x`, `x + 0 = x`,
 `x * 0 = 0`). A `Graph` is the frozen result: nodes, the inputs (name, shape, node ids) and the
 outputs (name, shape, node ids), with a canonical text form and its sha256 key, by which graphs
-are hashed and compared. `verify(graph)` checks that a graph is well formed: backends call it
-before they compile, and with `DIFFDSL_VERIFY=1` (the test suite sets it) every graph a
-builder freezes is checked, after lowering and after each derivative transform.
+are hashed and compared. `verify(graph)` (verify.py) checks that a graph is well formed.
 """
 
 from __future__ import annotations
 
 import hashlib
 import math
-import os
 from dataclasses import dataclass, field
 
 from .. import limits
@@ -25,8 +22,7 @@ from ..errors import Span
 from .ops import OPS
 from .region import Region
 from .rewrites import RULES
-
-VERIFY_ENV = "DIFFDSL_VERIFY"
+from .verify import VERIFY_ENV, GraphError, verify, verifying  # noqa: F401 (re-exported)
 
 
 @dataclass(frozen=True)
@@ -38,15 +34,31 @@ class Node:
 
 @dataclass(frozen=True)
 class Port:
-    """An input or output: its shape and the node ids of its elements in row-major order."""
+    """An input or output: its shape and the node ids of its elements in row-major order.
+
+    A port may instead be `whole` (its `ids` empty): (node, first), its elements the values
+    first, first + 1, ... of an `array` node (an input read in place by loops, whose element
+    nodes exist only where the program reads one at a static index) or of a region (a
+    gradient with respect to such an input). Such ports keep a graph's size independent of
+    its data's (`loops.explicit` lists their elements where a consumer needs them)."""
 
     shape: tuple[int, ...]
     ids: tuple[int, ...]
     span: Span | None = field(default=None, compare=False)
+    whole: tuple[int, int] | None = None
 
     @property
     def size(self) -> int:
-        return len(self.ids)
+        return math.prod(self.shape) if self.whole else len(self.ids)
+
+    def moved(self, new_id) -> Port:
+        """The same port with its node ids mapped through `new_id` (a dict or a list)."""
+        whole = None if self.whole is None else (new_id[self.whole[0]], self.whole[1])
+        return Port(self.shape, tuple(new_id[i] for i in self.ids), self.span, whole)
+
+    def roots(self) -> tuple[int, ...]:
+        """The nodes the port names: its elements, or the node it is whole on."""
+        return self.ids if self.whole is None else (*self.ids, self.whole[0])
 
 
 @dataclass(frozen=True, eq=False)
@@ -77,12 +89,14 @@ class Graph:
         """The canonical text form: equal graphs print the same text."""
         lines = []
         for name, port in self.inputs.items():
-            lines.append(f"input {name}{list(port.shape)} = {_ids(port.ids)}")
+            lines.append(f"input {name}{list(port.shape)} = {_port_text(port)}")
         for i, node in enumerate(self.nodes):
             if node.op == "const":
                 lines.append(f"%{i} = const {float(node.attr).hex()}")
             elif node.op == "input":
                 lines.append(f"%{i} = input {node.attr[0]}[{node.attr[1]}]")
+            elif node.op == "array":
+                lines.append(f"%{i} = array {node.attr[0]}[{node.attr[1]}]")
             elif node.op == "region":
                 region = node.attr
                 lines.append(f"%{i} = region {region.key()} {_ids(node.args)}")
@@ -91,7 +105,7 @@ class Graph:
             else:
                 lines.append(f"%{i} = {node.op} {' '.join(f'%{a}' for a in node.args)}")
         for name, port in self.outputs.items():
-            lines.append(f"output {name}{list(port.shape)} = {_ids(port.ids)}")
+            lines.append(f"output {name}{list(port.shape)} = {_port_text(port)}")
         return "\n".join(lines) + "\n"
 
     def key(self) -> str:
@@ -110,6 +124,12 @@ class Graph:
 
 def _ids(ids) -> str:
     return "[%" + " %".join(map(str, ids)) + "]" if ids else "[]"
+
+
+def _port_text(port: Port) -> str:
+    if port.whole is None:
+        return _ids(port.ids)
+    return f"whole %{port.whole[0]} from {port.whole[1]}"
 
 
 class Builder:
@@ -133,6 +153,8 @@ class Builder:
                 b.const(node.attr)
             elif node.op == "input":
                 b.input(*node.attr)
+            elif node.op == "array":
+                b.array(*node.attr)
             elif node.op in ("region", "part"):
                 b._intern((node.op, node.args, node.attr), node)
             else:
@@ -152,6 +174,11 @@ class Builder:
 
     def input(self, name: str, index: int) -> int:
         return self._intern(("input", (), (name, index)), Node("input", (), (name, index)))
+
+    def array(self, name: str, size: int) -> int:
+        """Input `name` as one node of `size` values, which a region's stream reads in place
+        (`Region.whole`); its element k, read alone, is `input(name, k)`."""
+        return self._intern(("array", (), (name, size)), Node("array", (), (name, size)))
 
     def is_const(self, i: int) -> bool:
         return self.nodes[i].op == "const"
@@ -194,7 +221,10 @@ class Builder:
         return self._intern(("region", tuple(args), region), Node("region", tuple(args), region))
 
     def part(self, region: int, k: int) -> int:
-        """Value `k` of region node `region` (see `Region`)."""
+        """Value `k` of region node `region` (see `Region`), or element k of an array node."""
+        node = self.nodes[region]
+        if node.op == "array":
+            return self.input(node.attr[0], k)
         return self._intern(("part", (region,), k), Node("part", (region,), k))
 
     # the interface the pullbacks in ops.py build through
@@ -240,13 +270,13 @@ def prune(nodes, inputs: dict[str, Port], outputs: dict[str, Port]) -> Graph:
     """Dead-code removal and renumbering: inputs first, then what the outputs need."""
     live = bytearray(len(nodes))
     for port in outputs.values():
-        for i in port.ids:
+        for i in port.roots():
             live[i] = 1
     for i in range(len(nodes) - 1, -1, -1):
         if live[i]:
             for a in nodes[i].args:
                 live[a] = 1
-    order = [i for port in inputs.values() for i in port.ids]
+    order = [i for port in inputs.values() for i in port.roots()]
     seen = set(order)
     order += [i for i in range(len(nodes)) if live[i] and i not in seen]
     # Inputs come first; the rest keep their order, which is topological already.
@@ -258,153 +288,7 @@ def prune(nodes, inputs: dict[str, Port], outputs: dict[str, Port]) -> Graph:
             node = Node(node.op, tuple(new_id[a] for a in node.args), node.attr)
         new_id[old] = len(new_nodes)
         new_nodes.append(node)
-    return Graph(
-        tuple(new_nodes),
-        {n: Port(p.shape, tuple(new_id[i] for i in p.ids), p.span) for n, p in inputs.items()},
-        {n: Port(p.shape, tuple(new_id[i] for i in p.ids), p.span) for n, p in outputs.items()},
-    )
+    return Graph(tuple(new_nodes), {n: p.moved(new_id) for n, p in inputs.items()},
+                 {n: p.moved(new_id) for n, p in outputs.items()})
 
 
-# verification --------------------------------------------------------------------------------
-class GraphError(ValueError):
-    """A graph that is not well formed: a fault of whatever built it, named with its node."""
-
-
-def verifying() -> bool:
-    """Whether every graph a builder freezes is verified (`DIFFDSL_VERIFY=1`)."""
-    return os.environ.get(VERIFY_ENV, "") not in ("", "0")
-
-
-_ARITY = {name: row.arity for name, row in OPS.items()}
-_COMMUTATIVE = frozenset(name for name, row in OPS.items() if row.commutative)
-
-
-def verify(graph: Graph) -> Graph:
-    """Check that `graph` is well formed and return it; raise `GraphError` at the first fault.
-
-    Every node is an op of the table with the row's arity, whose arguments are earlier nodes;
-    constants are floats; no node repeats another; ports have as many node ids as their shape
-    has elements, each a node of the graph; every input node is the element of the input port
-    its attribute names, at the position the port holds it. Linear in the graph's size, so the
-    backends call it before they compile (an emitter fed a malformed graph fails here, not in
-    LLVM's verifier).
-    """
-    nodes = graph.nodes
-    seen: dict[tuple, int] = {}
-    for i, node in enumerate(nodes):
-        op, args = node.op, node.args
-        arity = _ARITY.get(op, -1 if op in ("region", "part") else None)
-        if arity is None:
-            _fault(i, node, f"'{op}' is not an op of the table")
-        if type(args) is not tuple or (arity >= 0 and len(args) != arity):
-            _fault(i, node, f"{op} takes {arity} arguments, the node has {len(args)}")
-        for a in args:
-            if type(a) is not int or not 0 <= a < i:
-                _fault(i, node, f"argument {a!r} is not an earlier node")
-        if op in ("region", "part"):
-            _check_looped(nodes, i, node)
-            first = seen.setdefault((op, args, node.attr), i)
-            if first != i:
-                _fault(i, node, f"it repeats node {first}")
-            continue
-        if op == "const":
-            if type(node.attr) is not float:
-                _fault(i, node, f"a constant is a float, not {node.attr!r}")
-            key = (op, node.attr.hex())
-        elif op == "input":
-            key = (op, _input_element(graph, i, node))
-        else:
-            if node.attr is not None:
-                _fault(i, node, f"{op} has no attribute, the node has {node.attr!r}")
-            key = (op, tuple(sorted(args)) if op in _COMMUTATIVE else args)
-        first = seen.setdefault(key, i)
-        if first != i:
-            _fault(i, node, f"it repeats node {first}")
-    for kind, ports in (("input", graph.inputs), ("output", graph.outputs)):
-        for name, port in ports.items():
-            _check_port(kind, name, port, len(nodes))
-    for name, port in graph.inputs.items():
-        for k, i in enumerate(port.ids):
-            if nodes[i].op != "input" or nodes[i].attr != (name, k):
-                raise GraphError(f"malformed graph: element {k} of input '{name}' is node {i}, "
-                                 f"which is not input {name}[{k}]")
-    return graph
-
-
-def _check_looped(nodes, i: int, node: Node) -> None:
-    """A region's body and arguments agree (its body verified as a graph); a part names a
-    value the region has."""
-    if node.op == "part":
-        region = nodes[node.args[0]] if len(node.args) == 1 else None
-        if region is None or region.op != "region":
-            _fault(i, node, "a part reads a region node")
-        if type(node.attr) is not int or not 0 <= node.attr < region.attr.size:
-            _fault(i, node, f"part {node.attr!r} of a region of {region.attr.size} values")
-        return
-    region = node.attr
-    if not isinstance(region, Region) or type(region.n) is not int or region.n < 1:
-        _fault(i, node, f"a region's attribute is a Region of n >= 1, not {region!r}")
-    body = verify(region.body)
-    expected = {"@i", "@c", *(f"@s{j}" for j in range(len(region.streams)))}
-    outputs = {"@sum", "@map"}
-    if region.carry:
-        expected.add("@h")
-        outputs.add("@next")
-    if set(body.inputs) != expected or set(body.outputs) != outputs:
-        _fault(i, node, f"the body's ports are {list(body.inputs)} -> {list(body.outputs)}")
-    if body.inputs["@i"].size != 1 or body.inputs["@c"].size != region.captures:
-        _fault(i, node, "the body's @i or @c does not match the region")
-    if region.carry and not (body.inputs["@h"].size == body.outputs["@next"].size
-                             == region.carry):
-        _fault(i, node, f"the body's @h or @next does not hold a state of {region.carry}")
-    if region.combine and (len(region.combine) != region.sums or
-                           not set(region.combine) <= {"add", "min", "max"}):
-        _fault(i, node, f"a region combines its sums by {region.combine!r}")
-    for (length, stride, offset), width in zip(region.streams, region.widths(), strict=True):
-        # A scan's reverse reads its streams backwards: a stride may be negative.
-        ends = (offset, offset + stride * (region.n - 1))
-        first, last = min(ends), max(ends) + width - 1
-        if min(length, offset) < 0 or (width and (first < 0 or last >= length)):
-            _fault(i, node, f"a stream of {length} elements read up to element {last}")
-    if region.whole and len(region.whole) != len(region.streams):
-        _fault(i, node, f"a region's sources {region.whole} do not match its streams")
-    if len(node.args) != region.arity:
-        _fault(i, node, f"the region takes {region.arity} arguments, the node has "
-                        f"{len(node.args)}")
-    at = region.captures
-    for j, (length, _, _) in enumerate(region.streams):
-        k = region.source(j)
-        if k >= 0:
-            source = nodes[node.args[at]]
-            if source.op != "region" or k + length > source.attr.size:
-                _fault(i, node, f"stream {j} reads values {k} to {k + length - 1} of a region")
-        at += region.taken(j)
-
-
-def _input_element(graph: Graph, i: int, node: Node) -> tuple:
-    attr = node.attr
-    if not (type(attr) is tuple and len(attr) == 2 and type(attr[0]) is str
-            and type(attr[1]) is int):
-        _fault(i, node, f"an input's attribute is (name, index), not {attr!r}")
-    port = graph.inputs.get(attr[0])
-    if port is None or not 0 <= attr[1] < len(port.ids) or port.ids[attr[1]] != i:
-        _fault(i, node, f"it is not element {attr[1]} of an input port '{attr[0]}'")
-    return attr
-
-
-def _check_port(kind: str, name: str, port: Port, count: int) -> None:
-    shape = port.shape
-    if type(shape) is not tuple or not all(type(d) is int and d >= 0 for d in shape):
-        raise GraphError(f"malformed graph: {kind} '{name}' has shape {shape!r}, not a tuple of "
-                         "dimensions")
-    if math.prod(shape) != len(port.ids):
-        raise GraphError(f"malformed graph: {kind} '{name}' of shape {list(shape)} has "
-                         f"{len(port.ids)} node ids, not {math.prod(shape)}")
-    for i in port.ids:
-        if type(i) is not int or not 0 <= i < count:
-            raise GraphError(f"malformed graph: {kind} '{name}' names node {i!r}, and the graph "
-                             f"has nodes 0 to {count - 1}")
-
-
-def _fault(i: int, node: Node, what: str):
-    raise GraphError(f"malformed graph: node {i} ({node.op} {list(node.args)}): {what}")

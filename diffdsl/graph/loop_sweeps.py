@@ -18,6 +18,7 @@ from __future__ import annotations
 from .ir import Builder, Port
 from .loops import body_graph, inline, split_args
 from .region import Region
+from .wholes import WholeCt
 
 
 def _body_inputs(bb: Builder, region: Region, extra_captures: int, extra_widths: list[int]):
@@ -131,8 +132,9 @@ def region_pullback(b: Builder, at: int, node, cts: dict[int, int], active: byte
     if partial:
         new_streams.append((n * q, q, 0))
         stream_args += present(b, [v in cts for v in values], [guards.get(v) for v in values])
+    whole = region.whole + (-1,) * (len(new_streams) - len(streams)) if region.whole else ()
     back = Region(n, body, region.captures + p + len(won) + len(sum_g), tuple(new_streams),
-                  combine)
+                  combine, 0, whole)
     r = b.region(back, captures + seed_args + stream_args)
     parts: list = [None] * len(node.args)
     shown: list = [None] * len(node.args)  # indicators of where each part may be nonzero
@@ -148,6 +150,10 @@ def region_pullback(b: Builder, at: int, node, cts: dict[int, int], active: byte
     for j in live_streams:
         _, stride, offset = region.streams[j]
         w = region.widths()[j]
+        if region.source(j) >= 0:  # an input read whole: its cotangents stay where they lie
+            parts[bases[j]] = WholeCt(r, len(sums) + column, width, w, stride, offset, n)
+            column += w
+            continue
         reached = [ports[f"@s{j}"][t] in ct for t in range(w)]
         for i in range(n):
             for t in range(w):
@@ -184,9 +190,9 @@ def present(b: Builder, which: list, guards: list | None = None) -> list:
 def _stream_bases(region: Region) -> list[int]:
     """Where each stream's elements start among a region node's arguments."""
     bases, at = [], region.captures
-    for length, _, _ in region.streams:
+    for j in range(len(region.streams)):
         bases.append(at)
-        at += length
+        at += region.taken(j)
     return bases
 
 

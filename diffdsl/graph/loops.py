@@ -16,6 +16,12 @@ def has_regions(graph: Graph) -> bool:
     return any(node.op == "region" for node in graph.nodes)
 
 
+def has_whole(graph: Graph) -> bool:
+    """Whether a port of `graph` is whole (an input read in place, a gradient of one)."""
+    return any(p.whole is not None for ports in (graph.inputs, graph.outputs)
+               for p in ports.values())
+
+
 def inline(b: Builder, body: Graph, given: dict[str, list[int]]) -> dict[str, list[int]]:
     """Build `body`'s nodes into `b`, its inputs replaced by the nodes `given[name]`; the node
     ids of each of its outputs. Regions inside the body are copied as regions."""
@@ -48,19 +54,22 @@ def split_args(region: Region, args) -> tuple[list, list[list]]:
 
 
 def materialize(region: Region, args, values_of) -> tuple[Region, list]:
-    """The same region with every stream's elements as arguments: `values_of(a, k, length)`
-    gives the ids of values k to k + length - 1 of region node `a` (a stream that reads a
-    region's values whole). Consumers that take streams element by element call this."""
+    """The same region with streams' elements as arguments: `values_of(a, k, length)` gives
+    the ids of values k to k + length - 1 of region or array node `a` (a stream that reads
+    its values whole), or None to keep that stream whole. Consumers that take streams
+    element by element call this."""
     if not region.whole:
         return region, list(args)
     captures, streams = split_args(region, args)
-    out = list(captures)
+    out, whole = list(captures), []
     for j, ids in enumerate(streams):
         k = region.source(j)
-        out += list(values_of(ids[0], k, region.streams[j][0])) if k >= 0 else ids
+        items = values_of(ids[0], k, region.streams[j][0]) if k >= 0 else None
+        out += ids if items is None else list(items)
+        whole.append(k if items is None else -1)
     out += initial_state(region, args)
     return Region(region.n, region.body, region.captures, region.streams, region.combine,
-                  region.carry), out
+                  region.carry, tuple(whole) if any(k >= 0 for k in whole) else ()), out
 
 
 def initial_state(region: Region, args) -> list:
@@ -112,29 +121,64 @@ def unroll(b: Builder, region: Region, args) -> list[int]:
 def expand(graph: Graph) -> Graph:
     """`graph` with every region unrolled (nested ones too); `graph` itself when it has none."""
     if not has_regions(graph):
+        return explicit(graph)
+    return _rebuilt(graph, unrolled=True)
+
+
+def explicit(graph: Graph) -> Graph:
+    """`graph` with every port listed element by element: an input read whole (an `array`
+    node) as its element nodes, an output whole on a region as parts; regions stay regions.
+    `graph` itself where no port is whole. For consumers that take inputs and outputs one
+    element at a time (forward mode, Jacobians, Hessians, the tape)."""
+    if not has_whole(graph):
         return graph
+    return _rebuilt(graph, unrolled=False)
+
+
+def _rebuilt(graph: Graph, unrolled: bool) -> Graph:
+    """`graph` with its ports listed element by element and, if `unrolled`, every region
+    written out (`expand`)."""
     b = Builder()
     ids: list[int] = [0] * len(graph.nodes)
-    values: dict[int, list[int]] = {}
+    values: dict[int, list[int]] = {}  # an array's or (unrolled) a region's values
+    for name, port in graph.inputs.items():  # the inputs' elements first, in order
+        if port.whole is not None:
+            values[port.whole[0]] = [b.input(name, k) for k in range(port.size)]
     for i, node in enumerate(graph.nodes):
         if node.op == "input":
             ids[i] = b.input(*node.attr)
+        elif node.op == "array":
+            ids[i] = -1  # read through `values`
         elif node.op == "const":
             ids[i] = b.const(node.attr)
         elif node.op == "region":
-            # An argument that is a region node is a stream of its values, read whole.
-            args = [a if graph.nodes[a].op == "region" else ids[a] for a in node.args]
-            region, args = materialize(node.attr, args,
-                                       lambda a, k, length: values[a][k:k + length])
-            values[i] = unroll(b, _expanded(region), args)
+            # An argument that is a region or an array node is a stream of its values, read
+            # whole: an array's as its elements; a region's as they are, or written out.
+            args = [("whole", a) if graph.nodes[a].op in ("region", "array") else ids[a]
+                    for a in node.args]
+            region, args = materialize(node.attr, args, lambda a, k, length: (
+                values[a[1]][k:k + length] if a[1] in values else None))
+            args = [ids[a[1]] if type(a) is tuple else a for a in args]  # kept whole
+            if unrolled:
+                values[i] = unroll(b, _expanded(region), args)
+            else:
+                ids[i] = b.region(region, args)
         elif node.op == "part":
-            ids[i] = values[node.args[0]][node.attr]
+            r = node.args[0]
+            ids[i] = values[r][node.attr] if r in values else b.part(ids[r], node.attr)
         else:
             ids[i] = b.op(node.op, *(ids[a] for a in node.args))
-    ports = {name: Port(p.shape, tuple(ids[i] for i in p.ids), p.span)
-             for name, p in graph.inputs.items()}
-    outs = {name: Port(p.shape, tuple(ids[i] for i in p.ids), p.span)
-            for name, p in graph.outputs.items()}
+
+    def listed(p: Port) -> Port:
+        if p.whole is None:
+            return Port(p.shape, tuple(ids[i] for i in p.ids), p.span)
+        node, first = p.whole
+        els = values[node][first:first + p.size] if node in values else \
+            [b.part(ids[node], first + k) for k in range(p.size)]
+        return Port(p.shape, tuple(els), p.span)
+
+    ports = {name: listed(p) for name, p in graph.inputs.items()}
+    outs = {name: listed(p) for name, p in graph.outputs.items()}
     return b.graph(ports, outs)
 
 
@@ -148,13 +192,17 @@ def _expanded(region: Region) -> Region:
 def make_region(n: int, body: Graph, captures: list[int], streams: list[tuple],
                 combine: tuple = (), initial: list[int] = ()) -> tuple:
     """The attribute and arguments of a region node: `streams` holds, per stream, (its
-    elements' node ids, stride, offset); the body's "@s{j}" port gives the width; a scan's
-    `initial` state comes last."""
-    spec = tuple((len(ids), stride, offset) for ids, stride, offset in streams)
-    args = list(captures) + [i for ids, _, _ in streams for i in ids] + list(initial)
+    elements' node ids, stride, offset), or (an array node, stride, offset, its size) for an
+    input read whole; the body's "@s{j}" port gives the width; a scan's `initial` state comes
+    last."""
+    spec = tuple((x[3] if len(x) == 4 else len(x[0]), x[1], x[2]) for x in streams)
+    whole = tuple(0 if len(x) == 4 else -1 for x in streams)
+    args = list(captures) + [i for x in streams for i in ((x[0],) if len(x) == 4 else x[0])]
+    args += list(initial)
     if all(k == "add" for k in combine):
         combine = ()
-    return Region(n, body, len(captures), spec, tuple(combine), len(initial)), args
+    return Region(n, body, len(captures), spec, tuple(combine), len(initial),
+                  whole if any(k >= 0 for k in whole) else ()), args
 
 
 def body_graph(nodes: list[Node], inputs: dict[str, Port], sums: list[int],
@@ -201,6 +249,8 @@ def share_stored(graph: Graph) -> Graph:
     for i, node in enumerate(graph.nodes):
         if node.op == "input":
             ids[i] = b.input(*node.attr)
+        elif node.op == "array":
+            ids[i] = b.array(*node.attr)
         elif node.op == "const":
             ids[i] = b.const(node.attr)
         elif node.op == "region":
@@ -211,5 +261,12 @@ def share_stored(graph: Graph) -> Graph:
             ids[i] = b.part(ids[r], node.attr + (moved[r][1] if r in moved else 0))
         else:
             ids[i] = b.op(node.op, *(ids[a] for a in node.args))
-    return b.graph(*[{name: Port(p.shape, tuple(ids[i] for i in p.ids), p.span)
-                      for name, p in ports.items()} for ports in (graph.inputs, graph.outputs)])
+
+    def port(p: Port) -> Port:
+        if p.whole is not None and p.whole[0] in moved:  # whole on a scan's values
+            r, first = p.whole
+            p = Port(p.shape, p.ids, p.span, (r, first + moved[r][1]))
+        return p.moved(ids)
+
+    return b.graph(*[{name: port(p) for name, p in ports.items()}
+                     for ports in (graph.inputs, graph.outputs)])

@@ -8,11 +8,13 @@ from __future__ import annotations
 
 import heapq
 import sys
+from functools import partial
 
 from . import loop_sweeps, scan_sweeps
 from .ir import Builder, Node
 from .loops import materialize
 from .ops import OPS
+from .wholes import WholeCt
 
 LOOPED = ("region", "part")
 
@@ -41,7 +43,7 @@ def active_nodes(b: Builder, sources: set[int], start: int = 0) -> bytearray:
 
 def reverse(b: Builder, stop: int, active: bytearray, seeds: list[tuple[int, int]],
             start: int = 0, guards_out: dict | None = None,
-            seed_guards: dict | None = None) -> dict:
+            seed_guards: dict | None = None, wholes_out: dict | None = None) -> dict:
     """Reverse sweep over nodes in [start, stop): cotangent node of every node reached (nodes
     below `start` are not active, as for `active_nodes`).
 
@@ -51,6 +53,9 @@ def reverse(b: Builder, stop: int, active: bytearray, seeds: list[tuple[int, int
     `select(guard, part, 0)`, so a partial derivative that is infinite or NaN in the branch not
     taken never meets that 0, whatever the pattern of uses (sums, products, a value used in
     several branches, nested selects). Guards are built only below a dynamic select, min or max.
+
+    The cotangents of an input read whole (an array node) go to `wholes_out` (array node ->
+    `WholeCt`s), kept where the pullbacks' regions hold them.
     """
     ct: dict[int, int] = {}
     guard: dict[int, int | None] = {}
@@ -84,7 +89,7 @@ def reverse(b: Builder, stop: int, active: bytearray, seeds: list[tuple[int, int
         if node.op == "region":
             if i not in reached:
                 continue
-            node = _materialized(b, node, active)
+            node = _materialized(b, node, active, keep_arrays=not node.attr.carry)
             pullback = scan_sweeps.scan_pullback if node.attr.carry else \
                 loop_sweeps.region_pullback
             parts, shown = pullback(b, i, node, reached.pop(i), active, _self(),
@@ -102,6 +107,11 @@ def reverse(b: Builder, stop: int, active: bytearray, seeds: list[tuple[int, int
             shown = None
         here = guard[i]
         for k, (a, part) in enumerate(zip(node.args, parts, strict=True)):
+            if isinstance(part, WholeCt):  # of an input read whole: kept as it lies
+                if wholes_out is None:  # a caller that takes inputs element by element
+                    raise ValueError("a reverse sweep reached an input read whole")
+                wholes_out.setdefault(a, []).append(part.under(here, partial(_both, b)))
+                continue
             if part is None or not active[a] or b.value(part) == 0.0:
                 continue
             edge = here
@@ -166,7 +176,7 @@ def _complements(b: Builder, g: int, h: int) -> bool:
 
 def forward(b: Builder, stop: int, active: bytearray, tangents: dict[int, int],
             start: int = 0, guards_out: dict | None = None,
-            seed_guards: dict | None = None) -> dict:
+            seed_guards: dict | None = None, wholes_out: dict | None = None) -> dict:
     """Forward sweep over nodes in [start, stop): tangent node of every node reached.
 
     The mirror of `reverse`'s guards: beside each tangent, the condition under which it may be
@@ -251,19 +261,27 @@ def _part_tangent(b: Builder, i: int, node, t: dict, guard: dict, region_tangent
         guard[i] = _both(b, guard[r], shown)
 
 
-def _materialized(b: Builder, node, active: bytearray):
+def _materialized(b: Builder, node, active: bytearray, keep_arrays: bool = False):
     """Region `node` as it is, or, where a stream reads a region's values whole, the same
     region with those values as arguments: part nodes, made here and marked active as their
-    region is (the sweeps take a region's arguments element by element)."""
+    region is (the sweeps take a region's arguments element by element). An input read whole
+    (an array node) becomes its element nodes too, unless `keep_arrays` (a map's or a
+    reduce's pullback keeps its cotangent whole: `WholeCt`)."""
     if not node.attr.whole:
         return node
-    region, args = materialize(node.attr, node.args, lambda a, k, length: [
-        b.part(a, k + e) for e in range(length)])
-    first = len(active)
-    active.extend(bytes(len(b.nodes) - first))
-    for j in range(first, len(b.nodes)):
-        if b.nodes[j].op == "part":
-            active[j] = active[b.nodes[j].args[0]]
+    made = []  # (region or array node, the nodes of its values read)
+
+    def values_of(a, k, length):
+        if keep_arrays and b.nodes[a].op == "array":
+            return None
+        made.append((a, [b.part(a, k + e) for e in range(length)]))
+        return made[-1][1]
+
+    region, args = materialize(node.attr, node.args, values_of)
+    active.extend(bytes(len(b.nodes) - len(active)))
+    for a, items in made:
+        for j in items:
+            active[j] |= active[a]
     return Node("region", tuple(args), region)
 
 

@@ -24,6 +24,7 @@ import numpy as np
 from ..errors import InputError, UsageError
 from ..graph import autodiff
 from ..graph.ir import Graph, Node, Port, prune
+from ..graph.loops import explicit
 from .engine import Once
 
 OUT = "out"
@@ -32,6 +33,7 @@ OUT = "out"
 def renamed(graph: Graph, inputs: list[str], outputs: list[str]) -> Graph:
     """`graph` with `inputs` renamed x0, x1, ... in that order and `outputs` joined, flat,
     into the one output "out"; what no output needs is dropped."""
+    graph = explicit(graph)  # ports element by element: inputs read whole listed
     names = {old: f"x{k}" for k, old in enumerate(inputs)}
     nodes = tuple(Node("input", n.args, (names[n.attr[0]], n.attr[1])) if n.op == "input"
                   else n for n in graph.nodes)

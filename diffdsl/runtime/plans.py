@@ -108,8 +108,8 @@ def encode(graph: Graph) -> dict:
     for node in graph.nodes:
         if node.op == "const":
             nodes.append(["const", float(node.attr).hex()])
-        elif node.op == "input":
-            nodes.append(["input", node.attr[0], node.attr[1]])
+        elif node.op in ("input", "array"):
+            nodes.append([node.op, node.attr[0], node.attr[1]])
         elif node.op == "region":  # a loop kept as a loop: its body goes along, whole
             r = node.attr
             nodes.append(["region", {"n": r.n, "captures": r.captures,
@@ -132,8 +132,8 @@ def decode(data: dict, source: str) -> Graph:
         op = item[0]
         if op == "const":
             nodes.append(Node("const", (), float.fromhex(item[1])))
-        elif op == "input":
-            nodes.append(Node("input", (), (item[1], int(item[2]))))
+        elif op in ("input", "array"):
+            nodes.append(Node(op, (), (str(item[1]), int(item[2]))))
         elif op == "region":
             r = item[1]
             region = Region(int(r["n"]), decode(r["body"], source), int(r["captures"]),
@@ -158,9 +158,11 @@ def decode(data: dict, source: str) -> Graph:
 def _port(port: Port) -> list:
     s = port.span
     span = None if s is None else [s.filename, s.line, s.column, s.end_line, s.end_column]
-    return [list(port.shape), list(port.ids), span]
+    whole = None if port.whole is None else list(port.whole)
+    return [list(port.shape), list(port.ids), span, whole]
 
 
 def _unport(data: list, source: str) -> Port:
-    shape, ids, span = data
-    return Port(tuple(shape), tuple(ids), None if span is None else Span(*span, source=source))
+    shape, ids, span, whole = data
+    return Port(tuple(shape), tuple(ids), None if span is None else Span(*span, source=source),
+                None if whole is None else (int(whole[0]), int(whole[1])))

@@ -18,6 +18,7 @@ from ..values import Dyn
 from .indices import iterate, subscripts
 from .names import lookup_value
 from .regions import read, region_map, regular_range
+from .wholes import WholeInput, element, listed
 
 
 def number(lw, e: s.Num, scope):
@@ -94,10 +95,18 @@ def comprehension(lw, e: s.Comprehension, scope):
 
 
 def index(lw, e: s.Index, scope):
-    value = lw.expr(e.value, scope)
+    if isinstance(e.value, s.Name):  # an input read in place stays whole if it can
+        value = lookup_value(lw, e.value.id, scope, e.value.span, whole=True)
+    else:
+        value = lw.expr(e.value, scope)
     subs = subscripts(lw, e.subscripts, scope)
     if any(isinstance(item, Index) for item, _ in subs):
-        return read(lw.v, value, subs, e.span)  # in a loop kept as a loop
+        return read(lw, value, subs, e.span)  # in a loop kept as a loop
+    if isinstance(value, WholeInput):
+        one = element(lw, value, subs)
+        if one is not None:
+            return one
+        value = listed(lw, value)
     return lw.v.getitem(value, subs, e.span)
 
 

@@ -19,14 +19,16 @@ from ..builtins.table import BUILTINS
 from .bindings import DERIVATIVES
 from .regions import Irregular, Unread
 from .while_loop import loop_value_error
+from .wholes import WholeInput, listed
 
 
 class FunctionScope(dict):
     """The local names of one function call: a marker type, since inputs are not visible."""
 
 
-def lookup_value(lw, name: str, scope, span):
-    """The value of `name` in `scope`; `lw` is the lowerer (its consts, inputs and defs)."""
+def lookup_value(lw, name: str, scope, span, whole: bool = False):
+    """The value of `name` in `scope`; `lw` is the lowerer (its consts, inputs and defs). An
+    input read in place is its `WholeInput` where `whole`, else its elements."""
     if name in scope:
         value = scope[name]
         if isinstance(value, Unread):  # read before the body of a scan assigns it
@@ -37,7 +39,10 @@ def lookup_value(lw, name: str, scope, span):
     if name in lw.consts:
         return lw.consts[name]
     if name in lw.input_values and at_top(scope):
-        return lw.input_values[name]
+        value = lw.input_values[name]
+        if isinstance(value, WholeInput) and not whole:
+            return listed(lw, value)
+        return value
     if name == "pi":
         return np.pi
     if name == "inf":

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import math
 from collections import ChainMap
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -27,6 +28,7 @@ from .. import syntax as s
 from ..builtins.common import Scalars
 from ..loop_index import Index
 from ..values import Dyn, is_array
+from .wholes import WholeInput, listed
 
 LEVEL = 1 << 40  # ids of a body at nesting depth d start at d * LEVEL
 
@@ -133,7 +135,9 @@ class BodyBuilder:
         maps = [self._inner(self._node(x)) for x in maps]
         nexts = None if state is None else [self._inner(self._node(x)) for x in state[1]]
         if state is None and not self.captured and all(
-                self.parent.value(a) is not None for items in self.stream_items for a in items):
+                type(items) is not WholeItems and all(self.parent.value(a) is not None
+                                                      for a in items)
+                for items in self.stream_items):
             # Nothing from outside varies: written out, the loop folds to static numbers
             # (`const c = prod([2 for i in range(65)])`), as a program may need it to.
             raise Irregular("a loop of static values")
@@ -146,6 +150,7 @@ class BodyBuilder:
                                                     for k in range(len(nexts))))
         streams = []
         for j, items in enumerate(self.stream_items):
+            whole = type(items) is WholeItems
             low, high = min(self.reads[j]), max(self.reads[j])
             ids = []
             for k in range(high - low + 1):
@@ -156,7 +161,8 @@ class BodyBuilder:
                 nodes[at] = Node("input", (), (f"@s{j}", k))
                 ids.append(at)
             ports[f"@s{j}"] = Port((len(ids),), tuple(ids))
-            streams.append((items, self.strides[j], low))
+            streams.append((items.node, self.strides[j], low, items.size) if whole else
+                           (items, self.strides[j], low))
         body = body_graph(nodes, ports, sums, maps, nexts)
         initial = [] if state is None else list(state[0])
         region, args = make_region(self.n, body, list(self.captured), streams, combine, initial)
@@ -286,12 +292,14 @@ def region_map(lw, elt, clause, n: int, scope):
     return out.reshape((n, *shape))
 
 
-def read(v, value, index: list, span):
+def read(lw, value, index: list, span):
     """`value[index]` where some subscripts are `Index`es of the innermost body or of bodies
-    around it: stream reads of the array's elements. Raises `Irregular` where a region cannot
-    read it so."""
+    around it: stream reads of the array's elements (of an input read in place, from where it
+    lies). Raises `Irregular` where a region cannot read it so."""
+    v = lw.v
     bb = v.b
-    if not isinstance(bb, BodyBuilder) or not is_array(value) or len(index) > value.ndim:
+    if not isinstance(bb, BodyBuilder) or not (is_array(value) or isinstance(
+            value, WholeInput)) or len(index) > value.ndim:
         raise Irregular("an index of a loop into something other than an array")
     enclosing = []  # bb and the bodies around it, innermost first
     at = bb
@@ -322,7 +330,11 @@ def read(v, value, index: list, span):
         raise Irregular("a loop reading an array backwards")
     terms = [(body, coeffs[id(body)]) for body in enclosing]
     rest = shape[len(index):]
-    ids = _window(terms, [x for x in value.flat], offset, math.prod(rest))
+    elements = value
+    if isinstance(value, WholeInput) and isinstance(_reader(terms).parent, BodyBuilder):
+        elements = listed(lw, value)  # only a top-level loop's region streams it whole
+    elements = elements if isinstance(elements, WholeInput) else list(elements.flat)
+    ids = _window(terms, elements, offset, math.prod(rest))
     out = np.empty(len(ids), dtype=object)
     for m, i in enumerate(ids):
         out[m] = v.dyn(i)
@@ -339,5 +351,26 @@ def _window(terms: list, elements: list, offset: int, width: int) -> list[int]:
         span = stride * (body.n - 1) + width  # what the inner loop reads, in one outer step
         items = _window(outer, elements, offset, span)
         return [body.read(tuple(items), stride, t) for t in range(width)]
-    items = tuple(body.parent_node(x) for x in elements)
+    if isinstance(elements, WholeInput):
+        items = WholeItems(elements.node, elements.size)
+    else:
+        items = tuple(body.parent_node(x) for x in elements)
     return [body.read(items, stride, offset + t) for t in range(width)]
+
+
+@dataclass(frozen=True)
+class WholeItems:
+    """The items of a stream that reads an input whole: its array node and its size."""
+
+    node: int
+    size: int
+
+
+def _reader(terms: list):
+    """The body that reads the array's elements directly in `_window`: the outermost that
+    moves the window (the innermost where none around it does)."""
+    reader = terms[0][0]
+    for body, stride in terms[1:]:
+        if stride:
+            reader = body
+    return reader

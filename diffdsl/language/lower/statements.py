@@ -21,6 +21,7 @@ from .indices import iterate, need_static_int, range_length, subscripts
 from .names import lookup_value
 from .scans import lower_scan, scan_range
 from .while_loop import lower_while
+from .wholes import WholeInput
 
 # Declarations ---------------------------------------------------------------------------------
 
@@ -39,6 +40,12 @@ def declare_input(lw, st: s.InputDecl, scope: dict) -> None:
     shape = tuple(dims)
     size = math.prod(shape)
     lw.v.check_rank(len(shape), st.span, f"input '{st.name}'")
+    if size > lw.v.limits.unroll and st.name not in lw.wrt:
+        # Read in place by loops: one node, its elements made only where they are needed.
+        node = lw.b.array(st.name, size)
+        lw.inputs[st.name] = Port(shape, (), st.span, (node, 0))
+        lw.input_values[st.name] = WholeInput(st.name, shape, node, st.span)
+        return
     lw.v.check_size(size, st.span, f"input '{st.name}'")
     ids = tuple(lw.b.input(st.name, k) for k in range(size))
     lw.inputs[st.name] = Port(shape, ids, st.span)

@@ -1,0 +1,105 @@
+"""Gradients with respect to inputs read whole (an `array` node streamed by regions): the
+cotangent of such a stream stays the pullback region's values, and the gradient port is
+whole on them, so a gradient's graph does not grow with the data either.
+
+The pullback of a region (loop_sweeps.region_pullback) stacks each iteration's cotangent of
+the window it read; for a stream of an input read whole it returns a `WholeCt` saying where
+those values lie instead of a part node per element. `gradient_port` turns an input's
+`WholeCt`s, and the cotangents of its elements read one by one, into its "d:NAME" port.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+
+from .ir import Builder, Port
+from .loops import body_graph
+from .region import Region
+
+FEW = 8  # elements read one by one that a gradient's copy loop adds by a select each
+
+
+@dataclass(frozen=True)
+class WholeCt:
+    """Iteration i's cotangent of element `offset + stride * i + t` (t below `width`) of an
+    input read whole is value `base + row * i + t` of region node `region` (n iterations),
+    where `guard` (a node, or None) is not 0."""
+
+    region: int
+    base: int
+    row: int
+    width: int
+    stride: int
+    offset: int
+    n: int
+    guard: int | None = None
+
+    def under(self, guard: int | None, both) -> WholeCt:
+        """The same cotangent, nonzero only where `guard` holds too (`both` joins guards)."""
+        if guard is None:
+            return self
+        return replace(self, guard=guard if self.guard is None else both(self.guard, guard))
+
+    def tiles(self, size: int) -> bool:
+        """Whether the iterations' windows tile the input exactly, each element once."""
+        return self.stride == self.width and self.offset == 0 and self.n * self.width == size
+
+
+def gradient_port(b: Builder, port: Port, parts: list[WholeCt], elements: dict) -> Port:
+    """The gradient of an input of `port`'s shape from the `WholeCt`s of its streams and the
+    cotangents of its elements read alone (`elements`: element -> node): whole on the
+    pullback's values where one stream tiles the input, whole on a copy loop that adds them
+    where several do, else element by element."""
+    size = port.size
+    first = parts[0] if parts else None
+    if first is not None and all(p.tiles(size) and (p.n, p.width) == (first.n, first.width)
+                                 for p in parts) and len(elements) <= FEW:
+        if len(parts) == 1 and not elements and first.guard is None and \
+                first.row == first.width:
+            return Port(port.shape, (), None, (first.region, first.base))
+        return Port(port.shape, (), None, (_copy_loop(b, parts, elements), 0))
+    zero = b.const(0.0)
+    ids = [elements.get(k, zero) for k in range(size)]
+    for p in parts:
+        for i in range(p.n):
+            for t in range(p.width):
+                v = b.part(p.region, p.base + p.row * i + t)
+                if p.guard is not None:
+                    v = b.select(p.guard, v, zero)
+                k = p.offset + p.stride * i + t
+                ids[k] = v if ids[k] == zero else b.add(ids[k], v)
+    return Port(port.shape, tuple(ids))
+
+
+def _copy_loop(b: Builder, parts: list[WholeCt], elements: dict) -> int:
+    """A region over the tiles whose map adds, per element, the parts' cotangents (zero where
+    a part's guard does not hold) and the cotangent of an element read alone."""
+    n, w = parts[0].n, parts[0].width
+    bb = Builder()
+    index = bb.input("@i", 0)
+    guards = [p.guard for p in parts if p.guard is not None]
+    captured = guards + list(elements.values())
+    caps = [bb.input("@c", k) for k in range(len(captured))]
+    streams = [[bb.input(f"@s{j}", t) for t in range(w)] for j in range(len(parts))]
+    zero = bb.const(0.0)
+    out = []
+    for t in range(w):
+        total, g = None, 0
+        for j, p in enumerate(parts):
+            v = streams[j][t]
+            if p.guard is not None:
+                v = bb.select(caps[g], v, zero)
+                g += 1
+            total = v if total is None else bb.add(total, v)
+        for m, k in enumerate(elements):
+            if k % w == t:
+                here = bb.op("eq", index, bb.const(float(k // w)))
+                total = bb.add(total, bb.select(here, caps[len(guards) + m], zero))
+        out.append(total)
+    ports = {"@i": Port((1,), (index,)), "@c": Port((len(caps),), tuple(caps))}
+    for j in range(len(parts)):
+        ports[f"@s{j}"] = Port((w,), tuple(streams[j]))
+    body = body_graph(bb.nodes, ports, [], out)
+    spec = tuple(((n - 1) * p.row + w, p.row, 0) for p in parts)
+    region = Region(n, body, len(caps), spec, (), 0, tuple(p.base for p in parts))
+    return b.region(region, captured + [p.region for p in parts])
