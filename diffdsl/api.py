@@ -316,26 +316,27 @@ class Program:
         return result
 
     def symbolic_jacobian(self, of: str | None = None, wrt=None,
-                          simplify: bool = False) -> dict:
+                          simplify: bool = False, unrolled: bool = False) -> dict:
         """`{input: SymPy Array of shape output + input}` (an expression where that shape
         is empty): the Jacobian of an output as formulas, each simplified by SymPy with
         `simplify=True` (which can be slow). A dict that Jupyter shows as LaTeX
-        (`oracle.Derivatives`)."""
-        from .symbolic import export as symbolic
-        from .symbolic import oracle
+        (`oracle.Derivatives`). A loop kept as a loop is a SymPy `Sum` (`unrolled=True`:
+        written out, every term)."""
+        from .symbolic import oracle, sums
         out = autodiff.pick_output(self.graph, of)
-        graph = self.derivative("jacobian", of, wrt, written_out=True)
-        exprs = calls.by_input(symbolic.to_sympy(graph))
+        graph = self.derivative("jacobian", of, wrt, written_out=unrolled)
+        exprs = calls.by_input(sums.to_sympy(graph))
         if simplify:
             import sympy
             exprs = {name: e.applyfunc(sympy.simplify) if hasattr(e, "applyfunc")
                      else sympy.simplify(e) for name, e in exprs.items()}
         return oracle.Derivatives(out, self.graph.outputs[out].shape, exprs)
 
-    def to_sympy(self) -> dict:
-        """`{output: SymPy expression or Array}`."""
-        from .symbolic import export as symbolic
-        return symbolic.to_sympy(expand(self.graph))  # formulas write loops out
+    def to_sympy(self, unrolled: bool = False) -> dict:
+        """`{output: SymPy expression or Array}`; a loop kept as a loop is a SymPy `Sum` over
+        the inputs' `IndexedBase`s (`unrolled=True`: written out, every term)."""
+        from .symbolic import sums
+        return sums.to_sympy(expand(self.graph) if unrolled else self.graph)
 
     def derivative(self, kind: str, of=None, wrt=None, mode: str = "auto",
                    written_out: bool = False) -> Graph:

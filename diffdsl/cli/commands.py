@@ -103,6 +103,15 @@ def cmd_diff(args) -> int:
     from ..symbolic import formulas as report_formulas
     prog = api.load(args.file)
     of = prog.output_name(args.of)
+    jac = prog.derivative("jacobian", of, wrt_of(args))
+    if report_formulas.keeps_loops(jac):  # loops as loops: --limit unroll=N writes them out
+        if args.json:
+            derivs = prog.symbolic_jacobian(of=of, wrt=wrt_of(args), simplify=args.simplify)
+            print_json({"of": of, "derivatives": report_formulas.derivatives_json(derivs)})
+        else:
+            print(report_formulas.format_loops(jac, of, prog.outputs[of], latex=args.latex,
+                                               cse=args.cse, simplify=args.simplify))
+        return EXIT_OK
     jac = prog.derivative("jacobian", of, wrt_of(args), written_out=True)
     if args.json or not args.cse:  # JSON writes every element out in full
         report_formulas.refuse_to_print(jac, of)

@@ -22,6 +22,8 @@ from ..errors import UsageError
 from ..graph.ir import Graph
 from .atoms import Symbols, unravel
 from .export import deep_call, export_shared, expression_sizes, sympy_depth
+from .lines import derivative_lines, kept, loop_sizes
+from .sums import listed
 
 PRINT_TERMS = 1_000_000  # terms of a derivative written out beyond which `diff` prints nothing
 # Terms beyond which `diff --cse` names the graph's shared nodes instead of calling sympy.cse,
@@ -43,6 +45,53 @@ def refuse_to_print(graph: Graph, of: str) -> None:
                          f"{PRINT_TERMS:,} terms ({max(depths[i] for i in ids):,} operations "
                          "deep)", hint="print them with --cse, which names each shared "
                          "subexpression once, or draw the graph with `diffdsl graph --grad`")
+
+
+def keeps_loops(jac: Graph) -> bool:
+    """Whether `diff` prints `jac` with its loops kept (`format_loops`): it has loops, and
+    none that the export would write out whole (a scan)."""
+    return kept(jac)
+
+
+def format_loops(jac: Graph, of: str, out_shape: tuple, latex: bool = False,
+                 cse: bool = False, simplify: bool = False) -> str:
+    """`diff` of a derivative graph with loops kept (symbolic/sums.py): a sum is a SymPy
+    `Sum`, and the elements that share one formula in an index print as one line,
+    `d d / d x[i] = 2*x[i]    (i = 0 .. 999)` (symbolic/lines.py)."""
+    jac = listed(jac)
+    sizes = loop_sizes(jac, PRINT_TERMS + 1)
+    ids = _derivative_ids(jac)
+    if ids and max(sizes[i] for i in ids) > PRINT_TERMS:
+        raise UsageError(f"the derivatives of '{of}' have more than {PRINT_TERMS:,} terms "
+                         "with their loops kept", hint="draw the graph with `diffdsl graph "
+                         "--grad`")
+    wrt = [name for name in jac.outputs if name.startswith("d:")]
+    lines = derivative_lines(jac, wrt)
+    exprs = [sp.simplify(line.expr) if simplify else line.expr for line in lines]
+    depth = sympy_depth(exprs)
+    return deep_call(depth, _print_loops, lines, exprs, of, tuple(out_shape), latex, cse)
+
+
+def _print_loops(lines: list, exprs: list, of: str, out_shape: tuple, latex: bool,
+                 cse: bool) -> str:
+    replacements = []
+    if cse:
+        replacements, exprs = sp.cse(exprs, symbols=sp.numbered_symbols(_cse_prefix(exprs)))
+    show = sp.latex if latex else str
+    text = [f"{show(sym)} = {show(sub)}" for sym, sub in replacements]
+    for line, expr in zip(lines, exprs, strict=True):
+        out_label = _label(of, line.index[:len(out_shape)], latex)
+        in_label = _label(line.name[2:], line.index[len(out_shape):], latex)
+        if latex:
+            row = f"\\frac{{\\partial {out_label}}}{{\\partial {in_label}}} = {show(expr)}"
+        else:
+            row = f"d {out_label} / d {in_label} = {show(expr)}"
+        if line.span is not None:
+            first, last = line.span
+            row += f" \\quad ({show(line.symbol)} = {first}, \\ldots, {last})" if latex \
+                else f"    ({line.symbol} = {first} .. {last})"
+        text.append(row)
+    return "\n".join(text)
 
 
 def _derivative_ids(graph: Graph) -> list[int]:
