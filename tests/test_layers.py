@@ -57,6 +57,7 @@ LAYERS = {
     "graph/ir": 2,
     "graph/loops": 2.75,  # regions: built, unrolled, inlined, differentiated
     "graph/ports": 2.5,  # derivative graphs' port names; which output and inputs
+    "graph/wholes": 2.8,  # gradients with respect to inputs read whole: kept whole
     "graph/loop_sweeps": 2.9,  # derivatives of regions: regions over the body's derivative
     "graph/scan_sweeps": 2.92,  # derivatives of scans: a scan backwards over stored states
     "graph/sweeps": 2.95,  # the reverse and forward sweeps, with select guards

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import cached_property
 
 
 @dataclass(frozen=True, eq=False)
@@ -40,6 +41,10 @@ class Region:
     whole: tuple[int, ...] = ()
 
     def key(self) -> str:
+        return self._key
+
+    @cached_property
+    def _key(self) -> str:  # made once: regions are hashed by it, in every builder's table
         kinds = f":{','.join(self.combine)}" if any(k != "add" for k in self.combine) else ""
         carry = f":h{self.carry}" if self.carry else ""
         whole = f":w{self.whole}" if self.whole else ""
@@ -58,10 +63,15 @@ class Region:
         """How "@sum" output `e` is combined over the iterations."""
         return self.combine[e] if self.combine else "add"
 
-    @property
+    @cached_property
     def winners(self) -> list[int]:
-        """The "@sum" outputs combined by min or max, each with a winner among the values."""
+        """The "@sum" outputs combined by min or max, each with a winner among the values
+        (made once: a pullback's region may have thousands of sums, asked for each)."""
         return [e for e in range(self.sums) if self.kind(e) != "add"]
+
+    @cached_property
+    def _winner_at(self) -> dict[int, int]:
+        return {e: k for k, e in enumerate(self.winners)}
 
     def __eq__(self, other) -> bool:
         return isinstance(other, Region) and self.key() == other.key()
@@ -98,7 +108,7 @@ class Region:
 
     def winner_value(self, e: int) -> int:
         """The value that holds the winner of min/max output `e`."""
-        return self.sums + self.n * self.maps + self.winners.index(e)
+        return self.sums + self.n * self.maps + self._winner_at[e]
 
     def widths(self) -> list[int]:
         return [self.body.inputs[f"@s{j}"].size for j in range(len(self.streams))]
