@@ -1,0 +1,158 @@
+"""GradBench's default workloads: the sizes its tools are compared on and its inputs, drawn the
+way its evals draw them (python/gradbench/gradbench/evals/*/run.py in GradBench), so that the
+C++ reference and diffdsl see the same numbers as in a GradBench run.
+
+Each eval draws its sizes in order from one seeded generator, so every size is drawn even when
+only some are run. A `Case` holds one size: the consts to put in the eval's `.dd` program, the
+arrays for diffdsl and the JSON input for GradBench's hand-written C++ ("manual" tool).
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+HERE = Path(__file__).resolve().parent
+SEED = 31337
+
+
+@dataclass
+class Eval:
+    """How diffdsl and the C++ compute one eval's two functions, and how to compare them."""
+
+    name: str
+    primal: str  # the C++ function giving the value
+    derivative: str  # the C++ function giving the derivative
+    value_of: str  # the .dd output compared with the C++ value
+    of: str  # the .dd output differentiated
+    wrt: list[str]  # differentiated inputs, in the order the C++ writes its derivative
+    newton: bool = False  # k-means' "dir": the gradient over the Hessian's diagonal
+
+    @property
+    def program(self) -> Path:
+        return HERE / f"{self.name}.dd"
+
+
+EVALS = {
+    "det": Eval("det", "primal", "gradient", "d", "d", ["A"]),
+    "lse": Eval("lse", "primal", "gradient", "lse", "lse", ["x"]),
+    "llsq": Eval("llsq", "primal", "gradient", "cost", "cost", ["x"]),
+    "kmeans": Eval("kmeans", "cost", "dir", "cost", "cost", ["C"], newton=True),
+    "ode": Eval("ode", "primal", "gradient", "yf", "last", ["x"]),
+    "gmm": Eval("gmm", "objective", "jacobian", "objective", "objective",
+                ["alpha", "mu", "q", "l"]),
+}
+
+
+@dataclass
+class Case:
+    """One size of one eval."""
+
+    eval: str
+    label: str
+    consts: dict
+    inputs: dict  # name -> array, for diffdsl
+    cpp_input: dict = field(repr=False)  # the C++ tool's JSON input
+    work: int = 0  # the size's product, which orders the eval's sizes
+
+
+def det_cases() -> list[Case]:
+    np.random.seed(SEED)
+    cases = []
+    for ell in [5, 6, 7, 8, 9, 10, 11]:
+        A = np.random.rand(ell * ell)
+        cases.append(Case("det", f"ell={ell}", {"ell": ell}, {"A": A.reshape(ell, ell)},
+                          {"A": A.tolist(), "ell": ell}, ell))
+    return cases
+
+
+def lse_cases() -> list[Case]:
+    np.random.seed(SEED)
+    cases = []
+    for n in [2500, 5000, 10000, 20000, 40000, 80000, 160000, 320000, 640000, 1280000]:
+        x = np.random.rand(n)
+        cases.append(Case("lse", f"n={n}", {"n": n}, {"x": x}, {"x": x.tolist()}, n))
+    return cases
+
+
+def llsq_cases() -> list[Case]:
+    np.random.seed(SEED)
+    cases = []
+    for n in [16, 32, 64, 128, 256, 512, 1024, 2048, 4096, 8196, 16392]:
+        m = 128
+        x = np.random.rand(m)
+        cases.append(Case("llsq", f"n={n},m={m}", {"n": n, "m": m}, {"x": x},
+                          {"x": x.tolist(), "n": n}, n * m))
+    return cases
+
+
+def kmeans_cases() -> list[Case]:
+    np.random.seed(SEED)
+    combos = sorted([(k, n, d) for k in [10, 100, 1000] for n in [1000, 10000] for d in [8, 16]],
+                    key=lambda v: v[0] * v[1] * v[2])
+    cases = []
+    for k, n, d in combos:
+        points = np.random.rand(n, d)
+        centroids = points[-k:]  # so that every cluster has a point, as GradBench's eval says
+        cases.append(Case("kmeans", f"k={k},n={n},d={d}", {"n": n, "k": k, "d": d},
+                          {"P": points, "C": centroids.copy()},
+                          {"points": points.tolist(), "centroids": centroids.tolist()},
+                          k * n * d))
+    return cases
+
+
+def ode_cases() -> list[Case]:
+    np.random.seed(SEED)
+    combos = sorted([(n, s) for n in [1000, 10000, 100000] for s in [1, 10, 100]],
+                    key=lambda v: v[0] * v[1])
+    cases = []
+    for n, s in combos:
+        x = np.random.rand(n)
+        cases.append(Case("ode", f"n={n},s={s}", {"n": n, "s": s}, {"x": x},
+                          {"x": x.tolist(), "s": s}, n * s))
+    return cases
+
+
+def gmm_cases() -> list[Case]:
+    n, m, gamma = 1000, 0, 1.0
+    combos = sorted([(d, k) for d in [2, 10, 20, 32, 64] for k in [5, 10, 25, 50, 100]],
+                    key=lambda v: v[0] * v[1])
+    cases = []
+    for d, k in combos:
+        rng = np.random.default_rng(seed=SEED)  # GradBench's generate(): a generator a size
+        x = np.array([rng.normal(size=d) for _ in range(n)])
+        alpha = rng.normal(size=k)
+        mu = np.array([rng.uniform(size=d) for _ in range(k)])
+        q = np.array([rng.normal(size=d) for _ in range(k)])
+        lt = np.array([rng.normal(size=d * (d - 1) // 2) for _ in range(k)])
+        cpp = {"d": d, "k": k, "n": n, "x": x.tolist(), "m": m, "gamma": gamma,
+               "alpha": alpha.tolist(), "mu": mu.tolist(), "q": q.tolist(), "l": lt.tolist()}
+        cases.append(Case("gmm", f"d={d},k={k},n={n}", {"n": n, "d": d, "k": k},
+                          {"x": x, "alpha": alpha, "mu": mu, "q": q, "l": lt}, cpp, d * k))
+    return cases
+
+
+CASES = {"det": det_cases, "lse": lse_cases, "llsq": llsq_cases, "kmeans": kmeans_cases,
+         "ode": ode_cases, "gmm": gmm_cases}
+
+
+def source(ev: Eval, consts: dict) -> str:
+    """The eval's program with its size consts set: a user's edit of the `const` lines."""
+    text = ev.program.read_text()
+    for name, value in consts.items():
+        text, count = re.subn(rf"^const {name} = .*$", f"const {name} = {value}", text,
+                              count=1, flags=re.M)
+        if count != 1:
+            raise ValueError(f"{ev.program.name} has no 'const {name} = ...' line")
+    return text
+
+
+def flat(output) -> np.ndarray:
+    """A C++ output (a number, a list, a list of lists, or GMM's dict) as one flat array, in
+    the order of `Eval.wrt`."""
+    if isinstance(output, dict):
+        return np.concatenate([flat(output[key]) for key in ("alpha", "mu", "q", "l")])
+    return np.ravel(np.asarray(output, dtype=float))
