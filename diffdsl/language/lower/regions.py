@@ -24,6 +24,7 @@ import numpy as np
 from ...errors import DiffDSLError
 from ...graph.ir import Builder, Node, Port
 from ...graph.loops import body_graph, make_region
+from ...graph.ufuncs import FUNCTIONS
 from .. import syntax as s
 from ..builtins.common import Scalars
 from ..loop_index import Index
@@ -68,6 +69,9 @@ class BodyBuilder:
         self.strides: list[int] = []
         self.reads: list[set] = []  # offsets read, per stream
         self.index = self._own(self.inner.input("@i", 0))
+        # The values, in every iteration, of the body's nodes computed from the index alone,
+        # which the loop written out folds to static numbers (see `op`).
+        self.by_index: dict[int, np.ndarray] = {self.index - self.base: np.arange(float(n))}
 
     def _own(self, i: int) -> int:
         return i + self.base
@@ -99,7 +103,26 @@ class BodyBuilder:
         return self.value(i) is not None
 
     def op(self, name: str, *args: int) -> int:
-        return self._own(self.inner.op(name, *(self._inner(a) for a in args)))
+        inner = [self._inner(a) for a in args]
+        made = self.inner.op(name, *inner)
+        if made not in self.by_index and self.inner.value(made) is None and \
+                any(a in self.by_index for a in inner):
+            self._from_index(name, inner, made)
+        return self._own(made)
+
+    def _from_index(self, name: str, inner: list, made: int) -> None:
+        """Record node `made`'s value in every iteration where it is computed from the index
+        alone. Written out, such a value is a static number, and the builder's identities
+        (`x * 0 = 0`) or a static choice treat a NaN or an infinity there otherwise than at run
+        time: a loop whose index gives one in some iteration is written out instead."""
+        values = [self.by_index.get(a, self.inner.value(a)) for a in inner]
+        if any(v is None for v in values):
+            return
+        with np.errstate(all="ignore"):
+            got = np.broadcast_to(np.asarray(FUNCTIONS[name](*values), dtype=float), (self.n,))
+        if not np.all(np.isfinite(got)):
+            raise Irregular("the index gives a number that is not finite in some iteration")
+        self.by_index[made] = got
 
     # The builder's shorthands (`add`, `select`, ...), which call `op`: this one's.
     neg, add, sub, mul, div, pow, select = (Builder.neg, Builder.add, Builder.sub, Builder.mul,
