@@ -45,3 +45,22 @@ def test_index_specials_agree_with_the_loop_written_out(loop, f):
     assert same(kept(x), written(x)), (kept(x), written(x))
     g1, g2 = kept.grad(x), written.grad(x)
     assert all(same(g1[k], g2[k]) for k in g2)
+
+
+FOUND = [  # found by the scan fuzzer: an index that zeroes the state, then gives a NaN
+    "input x\ninput v[2]\nu = v * x + v\nfor i in range(3) {\n    u = sin(u * acos(i))\n}\n"
+    "output s = x + 0 * sum(u)\n",
+    "input x\ninput v[2]\nu = v * x + v\nfor i in range(3) {\n    u = eye(2) @ (u * acos(i))\n"
+    "}\noutput s = x + sum(u)\n",
+    "input x\ninput v[2]\nu = v * x + v\nfor i in range(100) {\n"
+    "    u = u * acos(i / 98) + v\n}\noutput s = x + 0 * sum(u)\n",
+]
+
+
+@pytest.mark.parametrize("source", FOUND)
+def test_a_scan_checks_its_index_in_the_iterations_written_out_too(source):
+    kept, written = build(source, 1), build(source, 10**9)
+    x = {"x": 0.3, "v": np.array([0.2, -0.4])}
+    assert same(kept(x), written(x))
+    g1, g2 = kept.grad(x), written.grad(x)
+    assert all(same(g1[k], g2[k]) for k in g2)

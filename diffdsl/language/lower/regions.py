@@ -57,7 +57,7 @@ class BodyBuilder:
     Ids it hands out are the inner node ids plus `base`; an id below `base` belongs to an
     enclosing builder and is captured (a constant is copied, not captured)."""
 
-    def __init__(self, parent, n: int):
+    def __init__(self, parent, n: int, checked: tuple[int, int] | None = None):
         self.inner = Builder(parent.max_nodes)
         self.max_nodes = parent.max_nodes
         self.parent = parent
@@ -70,8 +70,12 @@ class BodyBuilder:
         self.reads: list[set] = []  # offsets read, per stream
         self.index = self._own(self.inner.input("@i", 0))
         # The values, in every iteration, of the body's nodes computed from the index alone,
-        # which the loop written out folds to static numbers (see `op`).
-        self.by_index: dict[int, np.ndarray] = {self.index - self.base: np.arange(float(n))}
+        # which the loop written out folds to static numbers (see `op`); `checked`, the
+        # range of the index to check them over (a scan's: its first and last iterations,
+        # written out, too).
+        low, high = checked or (0, n)
+        self.by_index: dict[int, np.ndarray] = {
+            self.index - self.base: np.arange(low, high, dtype=float)}
 
     def _own(self, i: int) -> int:
         return i + self.base
@@ -119,7 +123,8 @@ class BodyBuilder:
         if any(v is None for v in values):
             return
         with np.errstate(all="ignore"):
-            got = np.broadcast_to(np.asarray(FUNCTIONS[name](*values), dtype=float), (self.n,))
+            got = np.broadcast_to(np.asarray(FUNCTIONS[name](*values), dtype=float),
+                                  self.by_index[self.index - self.base].shape)
         if not np.all(np.isfinite(got)):
             raise Irregular("the index gives a number that is not finite in some iteration")
         self.by_index[made] = got

@@ -75,7 +75,8 @@ def lower_scan(lw, st: s.For, steps: range, scope, bind) -> bool:
     if not names or any(name in lw.wrt for name in names + written):
         return False  # a name differentiated by is tagged where bound: written out
     parent, memo, budget_used = lw.v.b, lw.memo, lw.v.budget.used
-    bb = BodyBuilder(parent, n - 1)  # the second iteration to the one before the last
+    # the second iteration to the one before the last; its index checked over all of them
+    bb = BodyBuilder(parent, n - 1, checked=(-1, n))
     lw.v.b = lw.b = bb
     lw.memo = {}  # memoised calls hold node ids of the builder they were made in
     try:
