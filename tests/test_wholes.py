@@ -201,3 +201,30 @@ def test_reference_interpreter_reads_whole_ports_batched():
     rows = np.random.default_rng(3).normal(size=(4, 200))
     out = reference.evaluate(grad, {"x": rows})
     np.testing.assert_allclose(out["d:x"], np.sin(rows) + rows * np.cos(rows), rtol=1e-13)
+
+
+def test_shapes_of_an_input_read_in_place_do_not_list_it():
+    """len, rows, cols and size read the shape alone: the input stays whole, past the elements
+    limit too."""
+    source = "input x[2000000]\ninput W[3000, 400]\nn = len(x)\n" \
+             "output s = sum(x[i] ** 2 for i in range(n)) + rows(W) * cols(W) + size(x) + " \
+             "sum(W[i, 1] for i in range(rows(W)))"
+    prog = build(source)
+    assert all(p.whole is not None for p in prog.graph.inputs.values())
+    x, W = np.full(2_000_000, 0.5), np.arange(1_200_000.0).reshape(3000, 400)
+    expected = 0.25 * 2_000_000 + 1_200_000 + 2_000_000 + W[:, 1].sum()
+    assert prog(x=x, W=W) == pytest.approx(expected, rel=1e-14)
+
+
+def test_batches_read_whole_inputs_row_by_row_on_the_cpu():
+    source = PROGRAMS["elements read alone too"][0]
+    prog = build(source)
+    rows = np.random.default_rng(4).normal(size=(3, 200))
+    batched = prog.grad({"x": rows})["x"]
+    for r in range(3):
+        np.testing.assert_allclose(batched[r], prog.grad({"x": rows[r]})["x"], rtol=1e-15)
+    x0 = rows[0]
+    expected = 2 * x0
+    expected[0] += x0[-1]
+    expected[-1] += x0[0]
+    np.testing.assert_allclose(batched[0], expected, rtol=1e-13)

@@ -9,6 +9,8 @@ of the determinant by minors into about n·2ⁿ steps (DESIGN.md, decision 1).
 
 from __future__ import annotations
 
+import numpy as np
+
 from ...errors import ArityError, RecursionLimitError, TypeMismatchError, UnknownNameError
 from .. import syntax as s
 from ..builtins.table import BUILTINS, GENERATOR_BUILTINS, reduce_items
@@ -16,8 +18,9 @@ from ..values import memo_key
 from .axes import keyword_call
 from .derivatives import DERIVATIVES, lower_derivative
 from .exprs import generate
-from .names import FunctionScope, suggest_function
+from .names import FunctionScope, lookup_value, suggest_function
 from .regions import region_reduce, regular_range
+from .wholes import WholeInput
 
 RECURSION_LIMIT = 1000
 
@@ -39,8 +42,16 @@ def call(lw, e: s.Call, scope):
     if builtin is None:
         raise UnknownNameError(f"unknown function '{e.func}'", e.func_span,
                                hint=suggest_function(lw, e.func))
+    if e.func in SHAPES and len(e.args) == 1 and isinstance(e.args[0], s.Name):
+        a = lookup_value(lw, e.args[0].id, scope, e.args[0].span, whole=True)
+        if isinstance(a, WholeInput):  # its shape alone: its elements are not listed
+            a = np.broadcast_to(np.empty((), dtype=object), a.shape)
+        return builtin(lw.v, [a], e)
     args = [lw.expr(a, scope) for a in e.args]
     return builtin(lw.v, args, e)
+
+
+SHAPES = ("len", "rows", "cols", "size")  # builtins that read an array's shape alone
 
 
 def generator_call(lw, e: s.GenCall, scope):
