@@ -59,6 +59,9 @@ PROGRAMS = {
     "a scan": (
         "input a\ninput v[100]\nh = a\nfor i in range(100) {\n    h = h * 0.9 + sin(v[i])\n}\n"
         "output s = h", "v", ""),
+    "a wide window read at two rows": (
+        "input X[100, 100]\ninput a\noutput s = sum(a * X[0, j] * X[99, j] for j in range(100))",
+        "X", ""),
     "nested, the outer moving": (
         "input P[100, 4]\ninput C[3, 4]\n"
         "output s = sum(min(sum((P[i, t] - C[j, t]) ** 2 for t in range(4)) for j in range(3))"
@@ -228,3 +231,13 @@ def test_batches_read_whole_inputs_row_by_row_on_the_cpu():
     expected[0] += x0[-1]
     expected[-1] += x0[0]
     np.testing.assert_allclose(batched[0], expected, rtol=1e-13)
+
+
+def test_a_window_read_sparsely_gives_its_elements_read_their_parts_alone():
+    """X[0, j] and X[99, j] in one loop read a window of 9,901 elements, 2 of them an
+    iteration: the window is listed and the gradient has parts for those (as the loop written
+    out has, about a node an element), not for the whole window in every iteration (10^6
+    nodes here; n^3 as the side grows)."""
+    source = PROGRAMS["a wide window read at two rows"][0]
+    grad = autodiff.grad(build(source).graph)
+    assert len(grad.nodes) < 20_000

@@ -270,14 +270,22 @@ def _materialized(b: Builder, node, active: bytearray, keep_arrays: bool = False
     if not node.attr.whole:
         return node
     made = []  # (region or array node, the nodes of its values read)
+    region = node.attr
+    # An input's stream stays whole where its windows tile the input (each element read by
+    # one iteration): its cotangents are then the input's gradient as they lie. A window
+    # that does not (x[i] and x[i + 1]; X[0, j] and X[99, j], a window of 9,901 elements of
+    # which 2 are read) is listed: its pullback gives the elements read their parts alone.
+    tiles = iter([region.streams[j][1] == w and region.streams[j][2] == 0
+                  and region.n * w == region.streams[j][0]
+                  for j, w in enumerate(region.widths()) if region.source(j) >= 0])
 
     def values_of(a, k, length):
-        if keep_arrays and b.nodes[a].op == "array":
+        if next(tiles) and keep_arrays and b.nodes[a].op == "array":
             return None
         made.append((a, [b.part(a, k + e) for e in range(length)]))
         return made[-1][1]
 
-    region, args = materialize(node.attr, node.args, values_of)
+    region, args = materialize(region, node.args, values_of)
     active.extend(bytes(len(b.nodes) - len(active)))
     for a, items in made:
         for j in items:
