@@ -241,3 +241,28 @@ def test_a_window_read_sparsely_gives_its_elements_read_their_parts_alone():
     source = PROGRAMS["a wide window read at two rows"][0]
     grad = autodiff.grad(build(source).graph)
     assert len(grad.nodes) < 20_000
+
+
+def test_formulas_of_an_input_read_in_place_keep_its_loop(capsys, tmp_path):
+    """diff and to_sympy read an input read in place as its IndexedBase: a Sum over 10^6
+    points prints as one line: a scalar output's Jacobian by inputs not read in place is its
+    gradient, the data staying whole."""
+    import sympy as sp
+
+    from diffdsl.cli.main import main
+    n = 1_000_000
+    source = f"input x[{n}]\ninput a\noutput s = sum((a * x[i] - 1) ** 2 for i in range({n}))\n"
+    path = tmp_path / "fit.dd"
+    path.write_text(source)
+    assert main(["diff", str(path), "--wrt", "a"]) == 0
+    printed = capsys.readouterr().out.strip()
+    label, formula = printed.split(" = ", 1)
+    assert label == "d s / d a"
+    x, i = sp.IndexedBase("x", shape=(n,), real=True), sp.Symbol("i", integer=True)
+    a = sp.Symbol("a", real=True)
+    got = sp.sympify(formula, locals={"x": x, "i": i, "a": a, "Sum": sp.Sum})
+    want = sp.Sum(2 * (a * x[i] - 1) * x[i], (i, 0, n - 1))
+    assert isinstance(got, sp.Sum) and got.limits == want.limits
+    assert sp.expand(got.function - want.function) == 0
+    jac = autodiff.jacobian(build(source).graph, wrt=["a"])
+    assert jac.inputs["x"].whole is not None and len(jac.nodes) < 50

@@ -117,8 +117,13 @@ def jacobian(graph: Graph, of: str | None = None, wrt=None, mode: str = "auto") 
     `mode` is "reverse" (one sweep per output element), "forward" (one per input element) or
     "auto", which takes the one with fewer sweeps.
     """
-    graph = explicit(graph)  # inputs element by element: seeded one at a time
     of = pick_output(graph, of)
+    if graph.outputs[of].shape == () and mode in ("auto", "reverse") and not any(
+            graph.inputs[name].whole for name in pick_inputs(graph, wrt)):
+        # one reverse sweep by inputs listed: the inputs read whole that no derivative is
+        # taken by stay whole (the Jacobian of a loss by its parameters, over data in place)
+        return grad(graph, of, wrt)
+    graph = explicit(graph)  # inputs element by element: seeded one at a time
     wrt = pick_inputs(graph, wrt)
     out = graph.outputs[of]
     n_in = sum(graph.inputs[name].size for name in wrt)

@@ -125,30 +125,31 @@ def expand(graph: Graph) -> Graph:
     return _rebuilt(graph, unrolled=True)
 
 
-def explicit(graph: Graph) -> Graph:
+def explicit(graph: Graph, inputs: bool = True) -> Graph:
     """`graph` with every port listed element by element: an input read whole (an `array`
-    node) as its element nodes, an output whole on a region as parts; regions stay regions.
-    `graph` itself where no port is whole. For consumers that take inputs and outputs one
-    element at a time (forward mode, Jacobians, Hessians, the tape)."""
+    node) as its element nodes (unless not `inputs`: the SymPy export reads an array as an
+    `IndexedBase`), an output whole on a region as parts; regions stay regions. `graph`
+    itself where no port is whole. For consumers that take inputs and outputs one element at
+    a time (forward mode, Jacobians, Hessians, the tape)."""
     if not has_whole(graph):
         return graph
-    return _rebuilt(graph, unrolled=False)
+    return _rebuilt(graph, unrolled=False, inputs=inputs)
 
 
-def _rebuilt(graph: Graph, unrolled: bool) -> Graph:
-    """`graph` with its ports listed element by element and, if `unrolled`, every region
-    written out (`expand`)."""
+def _rebuilt(graph: Graph, unrolled: bool, inputs: bool = True) -> Graph:
+    """`graph` with its ports listed element by element (its inputs too where `inputs`) and,
+    if `unrolled`, every region written out (`expand`)."""
     b = Builder()
     ids: list[int] = [0] * len(graph.nodes)
     values: dict[int, list[int]] = {}  # an array's or (unrolled) a region's values
     for name, port in graph.inputs.items():  # the inputs' elements first, in order
-        if port.whole is not None:
+        if port.whole is not None and inputs:
             values[port.whole[0]] = [b.input(name, k) for k in range(port.size)]
     for i, node in enumerate(graph.nodes):
         if node.op == "input":
             ids[i] = b.input(*node.attr)
         elif node.op == "array":
-            ids[i] = -1  # read through `values`
+            ids[i] = -1 if inputs else b.array(*node.attr)  # listed: read through `values`
         elif node.op == "const":
             ids[i] = b.const(node.attr)
         elif node.op == "region":
@@ -170,8 +171,8 @@ def _rebuilt(graph: Graph, unrolled: bool) -> Graph:
             ids[i] = b.op(node.op, *(ids[a] for a in node.args))
 
     def listed(p: Port) -> Port:
-        if p.whole is None:
-            return Port(p.shape, tuple(ids[i] for i in p.ids), p.span)
+        if p.whole is None or (not inputs and graph.nodes[p.whole[0]].op == "array"):
+            return p.moved(ids)
         node, first = p.whole
         els = values[node][first:first + p.size] if node in values else \
             [b.part(ids[node], first + k) for k in range(p.size)]

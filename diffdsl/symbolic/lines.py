@@ -23,7 +23,7 @@ import sympy as sp
 from ..graph import loops
 from ..graph.ir import Graph
 from .atoms import unravel
-from .sums import Level, bad, export, index_symbols, knows
+from .sums import Level, bad, export, index_symbols, knows, whole_outputs
 
 KEY_NODES = 64  # nodes of an element's graph outside loops beyond which it is its own run
 
@@ -148,7 +148,7 @@ def _template(graph: Graph, level: Level, node: int, first: int):
 
 def kept(graph: Graph) -> bool:
     """Whether `graph` has loops this export keeps, and none it would write out whole."""
-    graph = loops.explicit(graph)
+    graph = loops.explicit(graph, inputs=whole_outputs(graph))
     return knows(graph) and loops.has_regions(graph) and not any(
         node.op == "region" and bad(node.attr) for node in graph.nodes)
 

@@ -13,8 +13,9 @@ Sums, indices i, j, k, ... by depth (names no input has). A body is exported by
 What it does not write as a loop it writes out as before (`loops.unroll`), one region at a
 time: scans (`carry` > 0), sums combined by min or max (SymPy's Min and Max are symmetric, the
 language keeps the first on a tie, and a winner's index has no closed form), a stream read at
-an index that is not affine in the input's shape. Inputs read in place are listed element by
-element (`loops.explicit`); a graph with a node or port this export still does not know (a
+an index that is not affine in the input's shape. An input read in place (an `array` node)
+is its `IndexedBase` as it stands; a gradient's port whole on a region's values is listed
+(`loops.explicit`); a graph with a node or port this export still does not know (a
 stream of a scan's stored states) is written out whole (`loops.expand`).
 """
 
@@ -25,14 +26,14 @@ import math
 import sympy as sp
 
 from ..graph import loops
-from ..graph.ir import Builder, Graph, Node, Port
+from ..graph.ir import Builder, Graph, Node
 from .atoms import indexed_base, unravel
 from .export import SYMPY_FUNCS, deep_call, export_depth, export_nodes
 from .export import _output_names as output_names
 from .export import to_sympy as to_sympy_written
 
 INDEX_NAMES = ("i", "j", "k", "l", "m", "q")
-_LEAVES = ("input", "const", "region", "part")
+_LEAVES = ("input", "const", "region", "part", "array")
 
 
 class Unexpressible(Exception):
@@ -53,12 +54,14 @@ def index_symbols(taken) -> list[sp.Symbol]:
 
 def knows(graph: Graph) -> bool:
     """Whether every node and port of `graph` (bodies too) is one this export writes."""
-    for ports in (graph.inputs, graph.outputs):
-        if any(getattr(p, "whole", None) is not None for p in ports.values()):
-            return False
+    if any(p.whole is not None for p in graph.outputs.values()):
+        return False
     for node in graph.nodes:
         if node.op == "region":
-            if node.attr.whole or not knows(node.attr.body):
+            r = node.attr
+            _, streams = loops.split_args(r, node.args)
+            if any(r.source(j) >= 0 and graph.nodes[s[0]].op != "array"
+                   for j, s in enumerate(streams)) or not knows(r.body):
                 return False
         elif node.op not in _LEAVES and node.op not in SYMPY_FUNCS:
             return False
@@ -319,6 +322,8 @@ def _kind(graph: Graph, nodes, args: list, view) -> tuple:
     `view`, (stream, first)) for a body's own stream read in order, ("map", region node,
     first value) for consecutive map values of a region, or ("array",)."""
     first = nodes[args[0]] if args else None
+    if first is not None and first.op == "array":  # an input read in place: all of it
+        return ("input", first.attr[0], 0)
     if first is not None and first.op == "input":
         name, k = first.attr
         if all(nodes[a].op == "input" and nodes[a].attr == (name, k + t)
@@ -342,19 +347,24 @@ def _kind(graph: Graph, nodes, args: list, view) -> tuple:
 
 
 def written_out(graph: Graph, regions: set[int]) -> Graph:
-    """`graph` with the region nodes `regions` unrolled (`loops.unroll`), the others kept."""
+    """`graph` with the region nodes `regions` unrolled (`loops.unroll`), the others kept;
+    a stream of an input read in place that an unrolled region reads, as its elements."""
     b = Builder()
     ids: list[int] = [0] * len(graph.nodes)
     values: dict[int, list[int]] = {}
     for i, node in enumerate(graph.nodes):
         if node.op == "input":
             ids[i] = b.input(*node.attr)
+        elif node.op == "array":
+            ids[i] = b.array(*node.attr)
         elif node.op == "const":
             ids[i] = b.const(node.attr)
         elif node.op == "region":
             args = [ids[a] for a in node.args]
             if i in regions:
-                region = node.attr.with_body(loops.expand(node.attr.body))
+                region, args = loops.materialize(node.attr, args, lambda a, k, length: [
+                    b.part(a, k + e) for e in range(length)])
+                region = region.with_body(loops.expand(region.body))
                 values[i] = loops.unroll(b, region, args)
             else:
                 ids[i] = b.region(node.attr, args)
@@ -363,8 +373,8 @@ def written_out(graph: Graph, regions: set[int]) -> Graph:
             ids[i] = values[r][node.attr] if r in values else b.part(ids[r], node.attr)
         else:
             ids[i] = b.op(node.op, *(ids[a] for a in node.args))
-    return b.graph(*[{name: Port(p.shape, tuple(ids[i] for i in p.ids), p.span)
-                      for name, p in ports.items()} for ports in (graph.inputs, graph.outputs)])
+    return b.graph(*[{name: p.moved(ids) for name, p in ports.items()}
+                     for ports in (graph.inputs, graph.outputs)])
 
 
 def export(graph: Graph, names, real: bool = True) -> tuple[Graph, Level]:
@@ -386,11 +396,18 @@ def export(graph: Graph, names, real: bool = True) -> tuple[Graph, Level]:
 
 
 def listed(graph: Graph) -> Graph:
-    """`graph` with inputs read in place listed element by element (`loops.explicit`: a
-    stream of an input's elements), regions kept; written out (`loops.expand`) where a node
-    or port is still one this export does not know."""
-    graph = loops.explicit(graph)
+    """`graph` with ports whole on a region's values listed element by element
+    (`loops.explicit`; then the inputs too), inputs read in place and regions kept; written
+    out (`loops.expand`) where a node or port is still one this export does not know."""
+    graph = loops.explicit(graph, inputs=whole_outputs(graph))
     return graph if knows(graph) else loops.expand(graph)
+
+
+def whole_outputs(graph: Graph) -> bool:
+    """Whether an output is whole on a region's values (a gradient by an input read in
+    place): its elements are then listed, and so are the inputs', whose runs `diff` prints
+    (lines.py) by their elements."""
+    return any(p.whole is not None for p in graph.outputs.values())
 
 
 def _public_atom(graph: Graph, real: bool):
