@@ -42,7 +42,7 @@ def agree(x, y) -> bool:
     return same(x, y)
 
 
-@settings(max_examples=150, deadline=None, suppress_health_check=list(HealthCheck))
+@settings(max_examples=100, deadline=None, suppress_health_check=list(HealthCheck))
 @given(source=programs(mutate=False))
 def test_fuzzed_programs_agree_with_their_loops_unrolled(source):
     regions, unrolled = build(source, 1), build(source, 10**9)

@@ -51,7 +51,7 @@ def scan_programs(draw):
     return "\n".join(lines) + "\n"
 
 
-@settings(max_examples=120, deadline=None, suppress_health_check=list(HealthCheck))
+@settings(max_examples=90, deadline=None, suppress_health_check=list(HealthCheck))
 @given(source=scan_programs())
 def test_generated_scans_agree_with_their_loops_written_out(source):
     scans, written = build(source, 1), build(source, 10**9)

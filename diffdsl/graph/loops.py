@@ -271,3 +271,34 @@ def share_stored(graph: Graph) -> Graph:
 
     return b.graph(*[{name: port(p) for name, p in ports.items()}
                      for ports in (graph.inputs, graph.outputs)])
+
+
+def written_out(graph: Graph, regions: set[int]) -> Graph:
+    """`graph` with the region nodes `regions` unrolled (`unroll`), the others kept;
+    a stream of an input read in place that an unrolled region reads, as its elements."""
+    b = Builder()
+    ids: list[int] = [0] * len(graph.nodes)
+    values: dict[int, list[int]] = {}
+    for i, node in enumerate(graph.nodes):
+        if node.op == "input":
+            ids[i] = b.input(*node.attr)
+        elif node.op == "array":
+            ids[i] = b.array(*node.attr)
+        elif node.op == "const":
+            ids[i] = b.const(node.attr)
+        elif node.op == "region":
+            args = [ids[a] for a in node.args]
+            if i in regions:
+                region, args = materialize(node.attr, args, lambda a, k, length: [
+                    b.part(a, k + e) for e in range(length)])
+                region = region.with_body(expand(region.body))
+                values[i] = unroll(b, region, args)
+            else:
+                ids[i] = b.region(node.attr, args)
+        elif node.op == "part":
+            r = node.args[0]
+            ids[i] = values[r][node.attr] if r in values else b.part(ids[r], node.attr)
+        else:
+            ids[i] = b.op(node.op, *(ids[a] for a in node.args))
+    return b.graph(*[{name: p.moved(ids) for name, p in ports.items()}
+                     for ports in (graph.inputs, graph.outputs)])

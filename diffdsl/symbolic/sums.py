@@ -26,7 +26,7 @@ import math
 import sympy as sp
 
 from ..graph import loops
-from ..graph.ir import Builder, Graph, Node
+from ..graph.ir import Graph, Node
 from .atoms import indexed_base, unravel
 from .export import SYMPY_FUNCS, deep_call, export_depth, export_nodes
 from .export import _output_names as output_names
@@ -346,37 +346,6 @@ def _kind(graph: Graph, nodes, args: list, view) -> tuple:
 # The program's graph
 
 
-def written_out(graph: Graph, regions: set[int]) -> Graph:
-    """`graph` with the region nodes `regions` unrolled (`loops.unroll`), the others kept;
-    a stream of an input read in place that an unrolled region reads, as its elements."""
-    b = Builder()
-    ids: list[int] = [0] * len(graph.nodes)
-    values: dict[int, list[int]] = {}
-    for i, node in enumerate(graph.nodes):
-        if node.op == "input":
-            ids[i] = b.input(*node.attr)
-        elif node.op == "array":
-            ids[i] = b.array(*node.attr)
-        elif node.op == "const":
-            ids[i] = b.const(node.attr)
-        elif node.op == "region":
-            args = [ids[a] for a in node.args]
-            if i in regions:
-                region, args = loops.materialize(node.attr, args, lambda a, k, length: [
-                    b.part(a, k + e) for e in range(length)])
-                region = region.with_body(loops.expand(region.body))
-                values[i] = loops.unroll(b, region, args)
-            else:
-                ids[i] = b.region(node.attr, args)
-        elif node.op == "part":
-            r = node.args[0]
-            ids[i] = values[r][node.attr] if r in values else b.part(ids[r], node.attr)
-        else:
-            ids[i] = b.op(node.op, *(ids[a] for a in node.args))
-    return b.graph(*[{name: p.moved(ids) for name, p in ports.items()}
-                     for ports in (graph.inputs, graph.outputs)])
-
-
 def export(graph: Graph, names, real: bool = True) -> tuple[Graph, Level]:
     """The outputs `names` of `graph` with loops kept: `(graph', level)`, where `graph'` is
     `graph` with what cannot be a loop written out and `level.value(i)` the formula of its
@@ -392,7 +361,7 @@ def export(graph: Graph, names, real: bool = True) -> tuple[Graph, Level]:
         except Unexpressible as e:
             unroll = {e.node} | {i for i, node in enumerate(graph.nodes)
                               if node.op == "region" and bad(node.attr)}
-            graph = written_out(graph, unroll)
+            graph = loops.written_out(graph, unroll)
 
 
 def listed(graph: Graph) -> Graph:
