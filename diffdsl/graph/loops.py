@@ -16,6 +16,16 @@ def has_regions(graph: Graph) -> bool:
     return any(node.op == "region" for node in graph.nodes)
 
 
+LEAVES = ("input", "array", "const")
+
+
+def leaf(b: Builder, node: Node) -> int:
+    """A leaf of another graph (an input element, an array, a constant) made in `b`."""
+    if node.op == "const":
+        return b.const(node.attr)
+    return b.input(*node.attr) if node.op == "input" else b.array(*node.attr)
+
+
 def has_whole(graph: Graph) -> bool:
     """Whether a port of `graph` is whole (an input read in place, a gradient of one)."""
     return any(p.whole is not None for ports in (graph.inputs, graph.outputs)
@@ -248,12 +258,8 @@ def share_stored(graph: Graph) -> Graph:
     b = Builder()
     ids: list[int] = [0] * len(graph.nodes)
     for i, node in enumerate(graph.nodes):
-        if node.op == "input":
-            ids[i] = b.input(*node.attr)
-        elif node.op == "array":
-            ids[i] = b.array(*node.attr)
-        elif node.op == "const":
-            ids[i] = b.const(node.attr)
+        if node.op in LEAVES:
+            ids[i] = leaf(b, node)
         elif node.op == "region":
             source = graph.nodes[moved[i][0]] if i in moved else node
             ids[i] = b.region(source.attr, [ids[a] for a in source.args])
@@ -280,12 +286,8 @@ def written_out(graph: Graph, regions: set[int]) -> Graph:
     ids: list[int] = [0] * len(graph.nodes)
     values: dict[int, list[int]] = {}
     for i, node in enumerate(graph.nodes):
-        if node.op == "input":
-            ids[i] = b.input(*node.attr)
-        elif node.op == "array":
-            ids[i] = b.array(*node.attr)
-        elif node.op == "const":
-            ids[i] = b.const(node.attr)
+        if node.op in LEAVES:
+            ids[i] = leaf(b, node)
         elif node.op == "region":
             args = [ids[a] for a in node.args]
             if i in regions:
