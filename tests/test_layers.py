@@ -83,16 +83,17 @@ LAYERS = {
     "language/lower/bindings": 3.05,  # the bindings grad(e, x) differentiates by, tagged
     "language/lower/wholes": 3.104,  # inputs read in place by loops: one array node
     "language/lower/regions": 3.105,  # loops kept as loops: bodies lowered once
+    "language/lower/rows": 3.106,  # array expressions over inputs read in place, by rows
     "language/lower/scans": 3.107,  # `for` loops kept as loops: a carried state
     "language/lower/derivatives": 3.1,  # grad(e, x) inside a program: autodiff's sweeps
-    "language/lower/while_loop": 3.1,
+    "language/lower/while_loop": 3.108,
     "language/lower/names": 3.11,  # what a name means; suggestions for a misspelled one
     "language/lower/indices": 3.11,  # indices, slice bounds and loop ranges (static)
     "language/lower/structure": 3.11,  # where each statement may stand
     "language/lower/exprs": 3.12,  # expressions but calls
     "language/lower/statements": 3.13,  # declarations and statements; loops and ifs
     "language/lower/axes": 3.125,  # keyword arguments: axis= of the reductions
-    "language/lower/calls": 3.13,  # calls: defs (memoised), builtins, derivatives, generators
+    "language/lower/calls": 3.135,  # calls: defs (memoised), builtins, derivatives, generators
     "language/lower/__init__": 3.2,  # the state of a lowering and its dispatch to the rules
     "language/__init__": 4,
     # backends/

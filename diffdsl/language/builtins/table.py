@@ -167,6 +167,17 @@ def reduce_items(v, name: str, items: list, span):
     return a.add(m, a.f("log", total))
 
 
+def reduce_along(v, name: str, value, axis: int, span):
+    """`name(value, axis=axis)` (axis from 0, in range): the array without that axis, each
+    element the reduction of the elements along it, in order, as `name(row)` reduces a row."""
+    moved = np.moveaxis(value, axis, -1)
+    rest = moved.shape[:-1]
+    out = np.empty(rest, dtype=object)
+    for at in np.ndindex(*rest):
+        out[at] = reduce_items(v, name, list(moved[at]), span)
+    return out if rest else out[()]
+
+
 def _reducer(name):
     def fn(v, args, call):
         return reduce_items(v, name, _items(v, args, call), call.span)
@@ -240,6 +251,12 @@ BUILTINS.update({
     "softmax": _softmax,
     "norm": _norm,
 })
+
+# Builtins applied element by element (over arrays broadcast to one shape).
+ELEMENTWISE = frozenset(
+    {name for name in UNARY_BUILTINS} | {name for name in BINARY_BUILTINS if name not in
+                                         ("min", "max")}
+    | {"sigmoid", "softplus", "digamma", "where", "clip"})
 
 # Reductions that also take a generator: `mean(x[i] ** 2 for i in range(n))`.
 GENERATOR_BUILTINS = ("sum", "prod", "min", "max", "mean", "logsumexp")

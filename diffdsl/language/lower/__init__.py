@@ -34,8 +34,9 @@ from .exprs import RULES as EXPRESSION_RULES
 from .exprs import generate
 from .indices import subscripts
 from .names import close_names, lookup_value, note_one_branch
+from .rows import Rows, elements
 from .statements import RULES as STATEMENT_RULES
-from .statements import TOP_LEVEL
+from .statements import TOP_LEVEL, whole_assign
 from .structure import check_blocks, check_outputs, collect_defs
 from .while_loop import lower_while
 
@@ -135,18 +136,29 @@ class _Lowerer:
         rule = TOP_LEVEL.get(type(st))
         if rule is not None:
             rule(self, st, scope)
+        elif type(st) is s.Assign:
+            self.statement(st, scope, whole_assign)
         else:
             check_blocks([st])
             self.statement(st, scope)
 
     def expr(self, e, scope):
         """The value of expression `e` in `scope`."""
+        value = EXPRESSIONS[type(e)](self, e, scope)
+        return elements(self, value) if type(value) is Rows else value
+
+    def whole_expr(self, e, scope):
+        """The value of `e`, where it is an input read in place or an array expression over
+        one kept by rows (rows.py) that value itself, its elements not listed."""
+        if type(e) is s.Name:
+            return lookup_value(self, e.id, scope, e.span, whole=True)
         return EXPRESSIONS[type(e)](self, e, scope)
 
-    def statement(self, st, scope) -> None:
-        """Run statement `st` on `scope`, which it changes in place."""
+    def statement(self, st, scope, rule=None) -> None:
+        """Run statement `st` on `scope`, which it changes in place (by `rule`, where given,
+        instead of its own)."""
         try:
-            STATEMENTS[type(st)](self, st, scope)
+            (rule or STATEMENTS[type(st)])(self, st, scope)
         except LimitError as exc:  # placed at the innermost statement that met the limit
             raise exc.located(st.span) from None
         except StaticValueError as exc:

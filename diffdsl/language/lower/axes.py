@@ -7,12 +7,11 @@ reduction of the elements along the axis, in order, as `sum(row)` reduces a row.
 
 from __future__ import annotations
 
-import numpy as np
-
 from ...errors import ShapeError, StaticValueError, TypeMismatchError
 from .. import syntax as s
-from ..builtins.table import reduce_items
-from ..values import describe, is_array
+from ..builtins.table import reduce_along
+from ..values import describe
+from .rows import along, elements, lazy, shape
 
 AXIS_REDUCTIONS = ("sum", "prod", "min", "max", "mean", "logsumexp")
 
@@ -38,21 +37,22 @@ def keyword_call(lw, e: s.Call, scope):
     if len(positional) != 1:
         raise TypeMismatchError(f"{e.func}(A, axis=k) takes one array, got {len(positional)} "
                                 "positional arguments", e.span)
-    value = lw.expr(positional[0], scope)
-    if not is_array(value) or value.ndim == 0:
+    value = lw.whole_expr(positional[0], scope)
+    dims = shape(value)
+    if not dims:
         raise ShapeError(f"{e.func}(..., axis=) needs an array, got {describe(value)}",
                          positional[0].span)
     axis = lw.expr(first.value, scope)
     if type(axis) is not int:
         raise StaticValueError(f"axis= is a static integer, got {describe(axis)}",
                                first.value.span)
-    if not -value.ndim <= axis < value.ndim:
+    if not -len(dims) <= axis < len(dims):
         raise ShapeError(f"axis {axis} is out of range for an array of shape "
-                         f"{list(value.shape)}", first.value.span,
-                         hint=f"the axes are {-value.ndim} to {value.ndim - 1}")
-    moved = np.moveaxis(value, axis, -1)
-    rest = moved.shape[:-1]
-    out = np.empty(rest, dtype=object)
-    for at in np.ndindex(*rest):
-        out[at] = reduce_items(lw.v, e.func, list(moved[at]), e.span)
-    return out if rest else out[()]
+                         f"{list(dims)}", first.value.span,
+                         hint=f"the axes are {-len(dims)} to {len(dims) - 1}")
+    if lazy(value):
+        done = along(lw, e.func, value, axis % len(dims), e.span)
+        if done is not None:
+            return done
+        value = elements(lw, value)
+    return reduce_along(lw.v, e.func, value, axis % len(dims), e.span)

@@ -13,14 +13,16 @@ import numpy as np
 
 from ...errors import ArityError, RecursionLimitError, TypeMismatchError, UnknownNameError
 from .. import syntax as s
-from ..builtins.table import BUILTINS, GENERATOR_BUILTINS, reduce_items
+from ..builtins.table import BUILTINS, ELEMENTWISE, GENERATOR_BUILTINS, reduce_items
 from ..values import memo_key
+from . import rows
 from .axes import keyword_call
 from .derivatives import DERIVATIVES, lower_derivative
 from .exprs import generate
-from .names import FunctionScope, lookup_value, suggest_function
+from .names import FunctionScope, suggest_function
 from .regions import region_reduce, regular_range
-from .wholes import WholeInput
+from .rows import elements, lazy
+from .statements import whole_assign
 
 RECURSION_LIMIT = 1000
 
@@ -28,8 +30,8 @@ RECURSION_LIMIT = 1000
 def call(lw, e: s.Call, scope):
     if any(isinstance(a, s.Keyword) for a in e.args):
         return keyword_call(lw, e, scope)
-    if e.func in lw.functions:
-        args = [lw.expr(a, scope) for a in e.args]
+    if e.func in lw.functions:  # arguments kept whole: the def's body may keep them so
+        args = [lw.whole_expr(a, scope) for a in e.args]
         return lw.call(lw.functions[e.func], args, e)
     if e.func in scope or e.func in lw.consts:
         raise TypeMismatchError(f"'{e.func}' is a value, not a function", e.func_span)
@@ -42,16 +44,32 @@ def call(lw, e: s.Call, scope):
     if builtin is None:
         raise UnknownNameError(f"unknown function '{e.func}'", e.func_span,
                                hint=suggest_function(lw, e.func))
-    if e.func in SHAPES and len(e.args) == 1 and isinstance(e.args[0], s.Name):
-        a = lookup_value(lw, e.args[0].id, scope, e.args[0].span, whole=True)
-        if isinstance(a, WholeInput):  # its shape alone: its elements are not listed
-            a = np.broadcast_to(np.empty((), dtype=object), a.shape)
-        return builtin(lw.v, [a], e)
-    args = [lw.expr(a, scope) for a in e.args]
+    if e.func not in KEPT:
+        return builtin(lw.v, [lw.expr(a, scope) for a in e.args], e)
+    # an input read in place, or an array expression over one, stays whole where it can
+    args = [lw.whole_expr(a, scope) for a in e.args]
+    if any(lazy(a) for a in args):
+        done = _kept(lw, e, builtin, args)
+        if done is not None:
+            return done
+        args = [elements(lw, a) for a in args]
     return builtin(lw.v, args, e)
 
 
 SHAPES = ("len", "rows", "cols", "size")  # builtins that read an array's shape alone
+KEPT = set(SHAPES) | set(ELEMENTWISE) | {"sum", "mean", "min", "max", "logsumexp"}
+
+
+def _kept(lw, e: s.Call, builtin, args: list):
+    """A builtin of lazy arguments kept lazy (rows.py): its shape alone, an elementwise
+    builtin by rows, a reduction as a loop; None where it is not (the caller lists them)."""
+    if e.func in SHAPES and len(args) == 1:  # its shape alone: its elements are not listed
+        return builtin(lw.v, [np.broadcast_to(np.empty((), dtype=object), args[0].shape)], e)
+    if e.func in ELEMENTWISE or (e.func in ("min", "max") and len(args) > 1):
+        return rows.elementwise(lw, lambda *xs: builtin(lw.v, list(xs), e), args, e.span)
+    if len(args) == 1:
+        return rows.reduce(lw, e.func, args[0], e.span)
+    return None
 
 
 def generator_call(lw, e: s.GenCall, scope):
@@ -92,14 +110,15 @@ def call_def(lw, fn: s.Def, args: list, e: s.Call):
                  "a condition that depends on an input never stops it")
     lw.depth += 1
     try:
-        local = FunctionScope((p, lw.bound(p, a)) for p, a in zip(fn.params, args, strict=True))
+        local = FunctionScope((p, lw.bound(p, elements(lw, a) if p in lw.wrt else a))
+                              for p, a in zip(fn.params, args, strict=True))
         for st in fn.body:
             if isinstance(st, s.Return):
-                result = lw.expr(st.value, local)
+                result = lw.whole_expr(st.value, local)
                 break
-            lw.statement(st, local)
+            lw.statement(st, local, whole_assign if type(st) is s.Assign else None)
         else:
-            result = lw.expr(fn.result, local)
+            result = lw.whole_expr(fn.result, local)
     finally:
         lw.depth -= 1
     lw.memo[key] = result

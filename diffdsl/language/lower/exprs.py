@@ -15,9 +15,11 @@ from ...errors import StaticValueError
 from .. import syntax as s
 from ..loop_index import Index
 from ..values import Dyn
+from . import rows
 from .indices import iterate, subscripts
 from .names import lookup_value
 from .regions import read, region_map, regular_range
+from .rows import elements, lazy
 from .wholes import WholeInput, element, listed
 
 
@@ -30,8 +32,13 @@ def variable(lw, e: s.Name, scope):
 
 
 def binary(lw, e: s.BinOp, scope):
-    left = lw.expr(e.left, scope)
-    right = lw.expr(e.right, scope)
+    left = lw.whole_expr(e.left, scope)
+    right = lw.whole_expr(e.right, scope)
+    if lazy(left) or lazy(right):  # an input read in place: kept by rows where it can be
+        done = rows.binary(lw, e.op, left, right, e.span)
+        if done is not None:
+            return done
+        left, right = elements(lw, left), elements(lw, right)
     if e.op == "@":
         return lw.v.matmul(left, right, e.span)
     if e.op in ("//", "%"):
@@ -40,8 +47,15 @@ def binary(lw, e: s.BinOp, scope):
 
 
 def unary(lw, e: s.UnaryOp, scope):
-    value = lw.expr(e.operand, scope)
-    return value if e.op == "+" else lw.v.negate(value, e.span)
+    value = lw.whole_expr(e.operand, scope)
+    if e.op == "+":
+        return value
+    if lazy(value):
+        done = rows.elementwise(lw, lambda x: lw.v.negate(x, e.span), [value], e.span)
+        if done is not None:
+            return done
+        value = elements(lw, value)
+    return lw.v.negate(value, e.span)
 
 
 def compare(lw, e: s.Compare, scope):
@@ -95,11 +109,14 @@ def comprehension(lw, e: s.Comprehension, scope):
 
 
 def index(lw, e: s.Index, scope):
-    if isinstance(e.value, s.Name):  # an input read in place stays whole if it can
-        value = lookup_value(lw, e.value.id, scope, e.value.span, whole=True)
-    else:
-        value = lw.expr(e.value, scope)
+    value = lw.whole_expr(e.value, scope)  # an input read in place stays whole if it can
     subs = subscripts(lw, e.subscripts, scope)
+    if lazy(value) and subs:
+        done = rows.index(lw, value, subs, e.span)
+        if done is not None:
+            return done
+        if isinstance(value, rows.Rows):
+            value = elements(lw, value)
     if any(isinstance(item, Index) for item, _ in subs):
         return read(lw, value, subs, e.span)  # in a loop kept as a loop
     if isinstance(value, WholeInput):

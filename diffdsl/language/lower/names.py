@@ -18,8 +18,8 @@ from ...errors import TypeMismatchError, UnknownNameError
 from ..builtins.table import BUILTINS
 from .bindings import DERIVATIVES
 from .regions import Irregular, Unread
+from .rows import elements
 from .while_loop import loop_value_error
-from .wholes import WholeInput, listed
 
 
 class FunctionScope(dict):
@@ -28,21 +28,20 @@ class FunctionScope(dict):
 
 def lookup_value(lw, name: str, scope, span, whole: bool = False):
     """The value of `name` in `scope`; `lw` is the lowerer (its consts, inputs and defs). An
-    input read in place is its `WholeInput` where `whole`, else its elements."""
+    input read in place, or an array expression kept by rows, is itself where `whole`, else
+    its elements."""
     if name in scope:
         value = scope[name]
         if isinstance(value, Unread):  # read before the body of a scan assigns it
             raise Irregular(f"'{name}' is read before the loop's body assigns it")
-        return value
+        return value if whole else elements(lw, value)
     if "." in name:  # `label.steps`, read from the scope where the loop stands
         raise loop_value_error(lw, name, scope, span)
     if name in lw.consts:
         return lw.consts[name]
     if name in lw.input_values and at_top(scope):
         value = lw.input_values[name]
-        if isinstance(value, WholeInput) and not whole:
-            return listed(lw, value)
-        return value
+        return value if whole else elements(lw, value)
     if name == "pi":
         return np.pi
     if name == "inf":

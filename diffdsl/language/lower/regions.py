@@ -240,30 +240,16 @@ def range_bounds(lw, it, scope) -> tuple[int, int] | None:
     return (0, bounds[0]) if len(bounds) == 1 else (bounds[0], bounds[1])
 
 
-def lower_region(lw, elt, clause, n: int, scope, kind: str, combine: str = "add", post=None):
-    """`sum(elt for NAME in range(n))` (kind "sum"; `combine` "min" or "max" for those, and
-    `post` a function of the element's value, lowered in the body) or
-    `[elt for NAME in range(n)]` ("map") as a region; None when the body is irregular (then
-    the caller unrolls it)."""
-    if clause.name in lw.wrt:  # differentiated by: a variable, as the loop written out says
-        return None
+def in_body(lw, n: int, build, checked: tuple[int, int] | None = None):
+    """`build(bb)` with the lowerer building into `bb`, a new body of `n` iterations (its
+    index's values checked over `checked`, see `BodyBuilder`): its result, or None where the
+    body is irregular (the caller writes the loop out, and the budget is as it was)."""
     parent, memo, budget_used = lw.v.b, lw.memo, lw.v.budget.used
-    bb = BodyBuilder(parent, n)
+    bb = BodyBuilder(parent, n, checked)
     lw.v.b = lw.b = bb
     lw.memo = {}  # memoised calls hold node ids of the builder they were made in
     try:
-        start = range_bounds(lw, clause.iter, scope)[0]
-        value = lw.expr(elt, ChainMap({clause.name: Index.of(bb).plus(start)}, scope))
-        if kind == "sum":
-            if is_array(value):
-                raise Irregular("a sum of arrays")
-            if post is not None:
-                value = post(value)
-            region = bb.finish([value], [], (combine,))
-            return ("sum", region)
-        flat = list(value.flat) if is_array(value) else [value]
-        shape = value.shape if is_array(value) else ()
-        return ("map", bb.finish([], flat), shape)
+        return build(bb)
     except (Irregular, DiffDSLError, AttributeError, IndexError, TypeError, ValueError,
             KeyError):
         lw.v.budget.used = budget_used
@@ -271,6 +257,29 @@ def lower_region(lw, elt, clause, n: int, scope, kind: str, combine: str = "add"
     finally:
         lw.v.b = lw.b = parent
         lw.memo = memo
+
+
+def lower_region(lw, elt, clause, n: int, scope, kind: str, combine: str = "add", post=None):
+    """`sum(elt for NAME in range(n))` (kind "sum"; `combine` "min" or "max" for those, and
+    `post` a function of the element's value, lowered in the body) or
+    `[elt for NAME in range(n)]` ("map") as a region; None when the body is irregular (then
+    the caller unrolls it)."""
+    if clause.name in lw.wrt:  # differentiated by: a variable, as the loop written out says
+        return None
+
+    def build(bb):
+        start = range_bounds(lw, clause.iter, scope)[0]
+        value = lw.expr(elt, ChainMap({clause.name: Index.of(bb).plus(start)}, scope))
+        if kind == "sum":
+            if is_array(value):
+                raise Irregular("a sum of arrays")
+            if post is not None:
+                value = post(value)
+            return ("sum", bb.finish([value], [], (combine,)))
+        flat = list(value.flat) if is_array(value) else [value]
+        shape = value.shape if is_array(value) else ()
+        return ("map", bb.finish([], flat), shape)
+    return in_body(lw, n, build)
 
 
 def region_sum(lw, elt, clause, n: int, scope, combine: str = "add", post=None):

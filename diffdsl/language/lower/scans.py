@@ -17,11 +17,11 @@ from __future__ import annotations
 
 import numpy as np
 
-from ...errors import DiffDSLError
 from .. import syntax as s
 from ..loop_index import Index
 from ..values import Dyn, is_array
-from .regions import BodyBuilder, Irregular, Unread, range_bounds
+from .regions import Irregular, Unread, in_body, range_bounds
+from .rows import elements
 
 
 def assigned(body) -> set[str]:
@@ -68,18 +68,16 @@ def lower_scan(lw, st: s.For, steps: range, scope, bind) -> bool:
     if n < 2 or st.name in lw.wrt:  # differentiated by: a variable, as written out
         return False
     names = sorted(name for name in assigned(st.body) - {st.name} if name in scope)
-    values = [scope[name] for name in names]
+    values = [elements(lw, scope[name]) for name in names]
     written = [name for name, v in zip(names, values, strict=True) if not _varying(v)]
     names = [name for name in names if name not in written]
-    values = [scope[name] for name in names]
+    values = [elements(lw, scope[name]) for name in names]
     if not names or any(name in lw.wrt for name in names + written):
         return False  # a name differentiated by is tagged where bound: written out
-    parent, memo, budget_used = lw.v.b, lw.memo, lw.v.budget.used
-    # the second iteration to the one before the last; its index checked over all of them
-    bb = BodyBuilder(parent, n - 1, checked=(-1, n))
-    lw.v.b = lw.b = bb
-    lw.memo = {}  # memoised calls hold node ids of the builder they were made in
-    try:
+    parent = lw.v.b
+    statics = {}  # a written-only name's value: one for every iteration
+
+    def build(bb):
         sizes = [v.size if is_array(v) else 1 for v in values]
         state = bb.carried(sum(sizes))
         inside, at = {st.name: Index.of(bb).plus(steps.start + 1)}, 0
@@ -100,7 +98,6 @@ def lower_scan(lw, st: s.For, steps: range, scope, bind) -> bool:
             nexts += [lw.v.dyn(lw.v.node(x)) if isinstance(x, Index) else x
                       for x in (new.flat if is_array(new) else [new])]
         initial = [lw.v.node(x) for v in values for x in (v.flat if is_array(v) else [v])]
-        statics = {}  # a written-only name's value: one for every iteration
         for name in written:
             new = body_scope[name]
             if isinstance(new, Unread) or (is_array(new) and any(
@@ -117,14 +114,12 @@ def lower_scan(lw, st: s.For, steps: range, scope, bind) -> bool:
             initial += [parent.const(0.0)] * len(flat)
             names.append(name)
             values.append(new)
-        region = bb.finish([], [], state=(initial, nexts))
-    except (Irregular, DiffDSLError, AttributeError, IndexError, TypeError, ValueError,
-            KeyError):
-        lw.v.budget.used = budget_used
+        return bb.finish([], [], state=(initial, nexts))
+
+    # the second iteration to the one before the last; its index checked over all of them
+    region = in_body(lw, n - 1, build, checked=(-1, n))
+    if region is None:
         return False
-    finally:
-        lw.v.b = lw.b = parent
-        lw.memo = memo
     r = parent.nodes[region].attr
     at = 0
     for name, v in zip(names, values, strict=True):

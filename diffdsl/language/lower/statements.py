@@ -19,6 +19,7 @@ from .. import syntax as s
 from ..values import Dyn, is_array
 from .indices import iterate, need_static_int, range_length, subscripts
 from .names import lookup_value
+from .rows import elements
 from .scans import lower_scan, scan_range
 from .while_loop import lower_while
 from .wholes import WholeInput
@@ -112,6 +113,16 @@ def assign(lw, st: s.Assign, scope: dict) -> None:
     _bind(lw, st.name, lw.expr(st.value, scope), scope, st.span)
 
 
+def whole_assign(lw, st: s.Assign, scope: dict) -> None:
+    """An assignment of the program's top level, outside every block: a value kept whole
+    (an input read in place, an array expression kept by rows) is bound as it is, its
+    elements listed only where a later use needs them."""
+    if st.name in lw.wrt:  # bound to a tag of each element (bindings.py)
+        assign(lw, st, scope)
+        return
+    _bind(lw, st.name, lw.whole_expr(st.value, scope), scope, st.span)
+
+
 def index_assign(lw, st: s.IndexAssign, scope: dict) -> None:
     new = lw.expr(st.value, scope)
     old = lookup_value(lw, st.name, scope, st.span)
@@ -190,6 +201,8 @@ def _branches(lw, branches: list, orelse, scope: dict) -> None:
         if name not in else_scope:
             continue  # first defined in only some branches: undefined after the if
         a, b = then_scope[name], else_scope[name]
+        if a is not b:  # a value kept whole before the `if`, assigned in a branch
+            a, b = elements(lw, a), elements(lw, b)
         if a is b:
             scope[name] = a
             continue

@@ -37,6 +37,7 @@ from ...errors import (
 )
 from .. import syntax as s
 from ..values import Dyn, describe, shape_of
+from .rows import elements
 
 ATTRIBUTES = ("steps", "converged")
 
@@ -136,6 +137,7 @@ def _merge(lw, cond, changed, scope, span) -> None:
         old = scope.get(name)
         if new is old:
             continue
+        old, new = elements(lw, old), elements(lw, new)  # a value kept whole: its elements
         if shape_of(new) != shape_of(old):
             raise ShapeError(f"'{name}' has shape {shape_of(old)} before a step of the loop "
                              f"and {shape_of(new)} after it", span,

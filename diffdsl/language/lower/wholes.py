@@ -18,15 +18,10 @@ import numpy as np
 from ...graph.ir import Builder
 
 
-class WholeInput:
-    """The value of an input bound in place: its name, shape, `array` node, and, once a use
-    needed them, its elements (an array of `Dyn`s, or one for a scalar)."""
+class Shaped:
+    """A value whose elements are not listed until needed: its shape's rank and size."""
 
-    __slots__ = ("name", "shape", "node", "span", "elements")
-
-    def __init__(self, name: str, shape: tuple, node: int, span):
-        self.name, self.shape, self.node, self.span = name, shape, node, span
-        self.elements = None
+    __slots__ = ()
 
     @property
     def ndim(self) -> int:
@@ -35,6 +30,17 @@ class WholeInput:
     @property
     def size(self) -> int:
         return math.prod(self.shape)
+
+
+class WholeInput(Shaped):
+    """The value of an input bound in place: its name, shape, `array` node, and, once a use
+    needed them, its elements (an array of `Dyn`s, or one for a scalar)."""
+
+    __slots__ = ("name", "shape", "node", "span", "elements")
+
+    def __init__(self, name: str, shape: tuple, node: int, span):
+        self.name, self.shape, self.node, self.span = name, shape, node, span
+        self.elements = None
 
 
 def root_builder(b):
@@ -67,3 +73,16 @@ def element(lw, w: WholeInput, subs: list):
             return None
         flat = flat * d + item % d
     return lw.v.dyn(root_builder(lw.v.b).input(w.name, flat))
+
+
+def row_elements(lw, w: WholeInput, k: int):
+    """Row `k` (a static integer in range) of `w`: its element nodes alone."""
+    b = root_builder(lw.v.b)
+    width = math.prod(w.shape[1:])
+    k %= w.shape[0]
+    if w.ndim == 1:
+        return lw.v.dyn(b.input(w.name, k))
+    out = np.empty(width, dtype=object)
+    for t in range(width):
+        out[t] = lw.v.dyn(b.input(w.name, k * width + t))
+    return out.reshape(w.shape[1:])

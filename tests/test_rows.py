@@ -1,0 +1,175 @@
+"""Array expressions over inputs read in place, kept by rows (lower/rows.py): elementwise
+operations, matrix products, slices of columns and reductions of arrays whose first axis is an
+input's are lowered once, as a loop's body, not element by element. Values and gradients agree
+with the program written out (`unroll` huge: every input element by element, every loop
+unrolled), the graph does not grow with the data, and whatever needs the elements one by one
+lists them, with the errors the elementwise lowering gives."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from test_wholes import build, close, point
+
+import diffdsl
+from diffdsl.errors import DiffDSLError, LimitError, ShapeError
+
+N = 100  # rows: past `unroll` (64)
+
+# name -> source, with {n} the number of rows
+PROGRAMS = {
+    "a sum of squares": "input x[{n}]\noutput s = sum(x * x)",
+    "logsumexp": "input x[{n}]\noutput s = logsumexp(x)",
+    "mean, min and max": "input x[{n}]\ninput a\n"
+                         "output s = mean(sin(x) * a) + min(x) * max(x - a)",
+    "least squares": "input X[{n}, 3]\ninput w[3]\ninput y[{n}]\nr = X @ w - y\n"
+                     "output s = mean(r ** 2)",
+    "a two-layer network": "input X[{n}, 4]\ninput W[4, 5]\ninput b[5]\ninput v[5]\n"
+                           "input y[{n}]\nh = tanh(X @ W + b)\n"
+                           "output s = mean((h @ v - y) ** 2)",
+    "reductions by axis": "input A[{n}, 3]\noutput s = sum(logsumexp(A, axis=1)) + "
+                          "sum(max(A, axis=0)) + mean(A) + sum(mean(A, axis=-2) ** 2)",
+    "logsumexp of a matrix and by its first axis":
+        "input A[{n}, 2]\noutput s = logsumexp(A) * sum(logsumexp(A, axis=0))",
+    "columns": "input X[{n}, 2]\noutput s = sum(X[:, 0] * exp(X[:, 1]))",
+    "relu, clip and sigmoid": "input x[{n}]\ninput w\n"
+                              "output s = sum(max(x * w, 0) ** 2 + clip(x, -0.5, 0.5) * "
+                              "sigmoid(x))",
+    "a dot product": "input x[{n}]\ninput y[{n}]\noutput s = x @ y + (-x) @ (y * 2)",
+    "a vector times a matrix": "input x[{n}]\ninput Y[{n}, 3]\ninput c[3]\n"
+                               "output s = (x @ Y) @ c",
+    "broadcast rows and columns": "input A[{n}, 3]\ninput c[3]\ninput d[{n}, 1]\n"
+                                  "output s = sum((A - c) * d / (1 + d * d))",
+    "read by a loop at its index": "input x[{n}]\nr = exp(x) * 2\n"
+                                   "output s = sum(r[i] * r[i] for i in range({n})) + r[3] "
+                                   "+ r[-1]",
+    "an array of the program's own": "input x[{n}]\nz = [i * 0.5 for i in range({n})]\n"
+                                     "output s = sum(x * z)",
+    "assigned again in a loop": "input x[{n}]\nr = x * 2\nfor k in range(3) {{\n"
+                                "    r = r * 0.5 + 1\n}}\noutput s = sum(r)",
+    "assigned again in a branch": "input x[{n}]\ninput c\nr = x * 2\nif c > 0 {{\n"
+                                  "    r = r + c\n}}\noutput s = sum(r * r)",
+    "assigned again in a while loop": "input x[{n}]\nr = x * 0.1\nwhile sum(r) < 5 max 4 {{\n"
+                                      "    r = r + 1\n}}\noutput s = sum(r * r)",
+    "an element and a slice": "input x[{n}]\nr = cos(x)\noutput s = r[7] * sum(r[1:5])",
+    "passed to a def": "input x[{n}]\ndef f(v) = sum(v * v)\noutput s = f(x - 1)",
+    "an output listed": "input x[{n}]\noutput s = x * 2 + 1",
+}
+
+
+@pytest.mark.parametrize("name", sorted(PROGRAMS))
+def test_kept_by_rows_agrees_with_the_program_written_out(name):
+    source = PROGRAMS[name].format(n=N)
+    written = build(source, 10**9)
+    x = point(written)
+    for backend in ("cpu", "numpy"):
+        prog = build(source, backend=backend)
+        close(prog(x), written(x))
+        if written.outputs["s"] == ():
+            close(prog.grad(x), written.grad(x))
+        else:
+            seed = np.linspace(-1, 1, N)
+            close(prog.vjp(seed, x), written.vjp(seed, x))
+
+
+GROW = sorted(set(PROGRAMS) - {"an output listed", "an element and a slice",
+                               "an array of the program's own", "assigned again in a loop",
+                               "assigned again in a branch", "assigned again in a while loop"})
+
+
+@pytest.mark.parametrize("name", GROW)
+def test_graphs_do_not_grow_with_the_rows(name):
+    """The same graph, and the same gradient graph, for 100 rows and 10^5."""
+    sizes = []
+    for n in (N, 100_000):
+        prog = build(PROGRAMS[name].format(n=n), backend="numpy")
+        grad = diffdsl.graph.autodiff.grad(prog.graph)
+        sizes.append((len(prog.graph.nodes), len(grad.nodes)))
+    assert sizes[0] == sizes[1]
+    assert sizes[0][0] < 200
+
+
+def test_a_reduction_past_the_elements_limit():
+    """sum(x * x) over 2 * 10^6 elements (past the elements limit: none is listed)."""
+    n = 2_000_000
+    prog = build(f"input x[{n}]\ninput a\noutput s = sum((x - a) ** 2)")
+    x = np.linspace(-1, 1, n)
+    g = prog.grad({"x": x, "a": 0.25})
+    np.testing.assert_allclose(g["x"], 2 * (x - 0.25), rtol=1e-13, atol=1e-13)
+    np.testing.assert_allclose(g["a"], -2 * np.sum(x - 0.25), rtol=1e-9)
+
+
+def test_elements_listed_past_the_limit_are_refused_where_made():
+    source = "input x[2000000]\ny = x * 2\noutput s = y"
+    with pytest.raises(LimitError) as err:
+        build(source)
+    assert err.value.span.line == 2
+    assert "this array expression" in str(err.value)
+
+
+@pytest.mark.parametrize("source", [
+    "input x[100]\ninput y[99]\noutput s = sum(x + y)",
+    "input X[100, 3]\ninput w[4]\noutput s = sum(X @ w)",
+    "input x[100]\nr = x * 2\noutput s = r[100]",
+    "input x[100]\nr = x * 2\noutput s = r[0, 1]",
+    "input x[100]\noutput s = sum(x > 0)",
+    "input x[100]\noutput s = logsumexp(x, axis=1)",
+])
+def test_errors_are_those_of_the_program_written_out(source):
+    errors = []
+    for unroll in (64, 10**9):
+        with pytest.raises(DiffDSLError) as err:
+            build(source, unroll)
+        errors.append((type(err.value), str(err.value)))
+    assert errors[0] == errors[1]
+
+
+def test_an_index_out_of_range_is_refused_as_such_without_listing():
+    """r[n] of a kept array past the elements limit: the index's error, not the limit's."""
+    with pytest.raises(DiffDSLError) as err:
+        build("input x[2000000]\nr = x * 2\noutput s = r[2000000] + r[5, 1]")
+    assert "out of range" in str(err.value) and err.value.span.line == 3
+    with pytest.raises(DiffDSLError, match="too many indices"):
+        build("input x[2000000]\nr = x * 2\noutput s = r[5, 1]")
+
+
+def test_shape_errors_stay_located():
+    with pytest.raises(ShapeError) as err:
+        build("input x[100]\ninput y[99]\nz = x * 2\noutput s = sum(z + y)")
+    assert err.value.span.line == 4
+
+
+# A property: random elementwise expressions over two vectors, a matrix and a scalar, reduced
+# in random ways, agree with the program written out.
+
+LEAVES = ["x", "y", "a", "X[:, 0]", "X[:, 1]", "(X @ c)", "0.5"]
+UNARY = ["sin", "exp", "tanh", "sigmoid", "softplus", "-", "abs"]
+BINARY = ["+", "-", "*", "max", "min", "hypot"]
+REDUCE = ["sum", "mean", "min", "max", "logsumexp"]
+
+
+def expressions(depth: int):
+    leaf = st.sampled_from(LEAVES)
+    if depth == 0:
+        return leaf
+    sub = expressions(depth - 1)
+    unary = st.tuples(st.sampled_from(UNARY), sub).map(
+        lambda t: f"(-{t[1]})" if t[0] == "-" else f"{t[0]}({t[1]})")
+    binary = st.tuples(st.sampled_from(BINARY), sub, sub).map(
+        lambda t: f"{t[0]}({t[1]}, {t[2]})" if t[0].isalpha() else f"({t[1]} {t[0]} {t[2]})")
+    return st.one_of(leaf, unary, binary)
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=list(HealthCheck))
+@given(body=expressions(3), reduce=st.sampled_from(REDUCE), assigned=st.booleans())
+def test_random_expressions_agree_with_the_program_written_out(body, reduce, assigned):
+    head = f"input x[{N}]\ninput y[{N}]\ninput X[{N}, 2]\ninput c[2]\ninput a\n"
+    source = head + (f"r = {body}\noutput s = {reduce}(r + x)" if assigned
+                     else f"output s = {reduce}({body} + x)")
+    written = build(source, 10**9)
+    x = point(written, len(source))
+    prog = build(source)
+    close(prog(x), written(x), 1e-9)
+    close(prog.grad(x), written.grad(x), 1e-9)
