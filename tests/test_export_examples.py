@@ -30,6 +30,7 @@ HESSIAN_NODES = 300
 # The data examples: derivatives by the parameters (a gradient by the data is a gradient like
 # any other, and as large as the data).
 PARAMETERS = {"gmm": ["alpha", "mu", "q"], "kmeans": ["C"], "mlp": ["W1", "b1", "w2", "b2"]}
+PARAMETERS.update({f"{name}_arrays": PARAMETERS[name] for name in ("gmm", "mlp")})
 pytestmark = pytest.mark.skipif(shutil.which("cc") is None or sys.platform == "win32",
                                 reason="needs a C compiler (cc)")
 

@@ -56,6 +56,14 @@ PROGRAMS = {
     "an element and a slice": "input x[{n}]\nr = cos(x)\noutput s = r[7] * sum(r[1:5])",
     "passed to a def": "input x[{n}]\ndef f(v) = sum(v * v)\noutput s = f(x - 1)",
     "an output listed": "input x[{n}]\noutput s = x * 2 + 1",
+    "a list of columns reduced along it": (
+        "input X[{n}, 3]\ninput alpha[4]\ninput mu[4, 3]\ninput q[4, 3]\n"
+        "def component(X, a, m, s) = a + sum(s) - 0.5 * sum((exp(s) * (X - m)) ** 2, axis=1)\n"
+        "output s = sum(logsumexp([component(X, alpha[c], mu[c], q[c]) for c in range(4)], "
+        "axis=0))"),
+    "a stack, elementwise and indexed": (
+        "input x[{n}]\ninput y[{n}]\nS = [x, x * 2, sin(y)]\nT = exp(S - y) * [[1], [2], [3]]\n"
+        "output s = sum(max(T, axis=0)) + sum(S[1] * T[2]) + mean(T) + sum(sum(T, axis=1))"),
 }
 
 

@@ -90,7 +90,7 @@ def conditional(lw, e: s.Cond, scope):
 
 
 def array_literal(lw, e: s.ArrayLit, scope):
-    return lw.v.stack([lw.expr(x, scope) for x in e.elts], e.span)
+    return rows.stack(lw, [lw.whole_expr(x, scope) for x in e.elts], e.span)
 
 
 def number_array(lw, e: s.NumberArray, scope):  # a literal the parser read in bulk
@@ -105,7 +105,7 @@ def comprehension(lw, e: s.Comprehension, scope):
             return value
     items: list = []
     generate(lw, e.elt, e.clauses, 0, scope, items, e.span)
-    return lw.v.stack(items, e.span)
+    return rows.stack(lw, items, e.span)
 
 
 def index(lw, e: s.Index, scope):
@@ -115,7 +115,7 @@ def index(lw, e: s.Index, scope):
         done = rows.index(lw, value, subs, e.span)
         if done is not None:
             return done
-        if isinstance(value, rows.Rows):
+        if not isinstance(value, WholeInput):
             value = elements(lw, value)
     if any(isinstance(item, Index) for item, _ in subs):
         return read(lw, value, subs, e.span)  # in a loop kept as a loop
@@ -134,7 +134,8 @@ def generate(lw, elt, clauses, k: int, scope, out: list, array=None) -> None:
     if k == len(clauses):
         if array is not None:
             lw.v.check_size(len(out) + 1, array, "this comprehension")
-        out.append(lw.expr(elt, scope))
+        # a comprehension's items may be kept by rows (rows.stack), a generator's are listed
+        out.append(lw.expr(elt, scope) if array is None else lw.whole_expr(elt, scope))
         return
     clause = clauses[k]
     if isinstance(clause, s.CompIf):

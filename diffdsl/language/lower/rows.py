@@ -47,7 +47,7 @@ class Rows(Shaped):
 
 def lazy(x) -> bool:
     """Whether `x` is an input read in place or an array expression kept by rows."""
-    return isinstance(x, (Rows, WholeInput))
+    return isinstance(x, Shaped)
 
 
 def shape(x) -> tuple:
@@ -71,6 +71,10 @@ def elements(lw, x):
     anything else as it is."""
     if isinstance(x, WholeInput):
         return listed(lw, x)
+    if isinstance(x, Stack):
+        if x.elements is None:
+            x.elements = lw.v.stack([elements(lw, a) for a in x.items], x.span)
+        return x.elements
     if not isinstance(x, Rows):
         return x
     if x.elements is None:
@@ -110,6 +114,8 @@ def elementwise(lw, rule, args: list, span):
         out = np.broadcast_shapes(*shapes)
     except ValueError:
         return None
+    if any(isinstance(a, Stack) for a in args):
+        return _per_item(lw, rule, args, shapes, out, span)
     if not out or not kept(lw, out[0]) or not any(
             lazy(a) and sh == out[:1] + sh[1:] and len(sh) == len(out)
             for a, sh in zip(args, shapes, strict=True)):
@@ -131,7 +137,8 @@ def matmul(lw, a, b, span):
     row's product), or a lazy vector times a vector or matrix with rows to match (a sum over
     its elements, kept as a loop); None otherwise."""
     sa, sb = shape(a), shape(b)
-    if not (len(sa) in (1, 2) and len(sb) in (1, 2) and sa[-1] == sb[0] and lazy(a)):
+    if not (len(sa) in (1, 2) and len(sb) in (1, 2) and sa[-1] == sb[0]
+            and isinstance(a, (Rows, WholeInput))):
         return None
     if len(sa) == 2 and kept(lw, sa[0]):
         return Rows((sa[0], *sb[1:]), lambda r, m: lw.v.matmul(r, m, span),
@@ -146,7 +153,15 @@ def matmul(lw, a, b, span):
 def reduce(lw, name: str, x, span):
     """`name` (sum, mean, min, max or logsumexp) of every element of lazy `x`, kept as a loop
     over its rows; None where it cannot be (the caller lists the elements)."""
-    if name not in ("sum", "mean", "min", "max", "logsumexp") or not kept(lw, x.shape[0]):
+    if name not in ("sum", "mean", "min", "max", "logsumexp"):
+        return None
+    if isinstance(x, Stack):  # along its first axis (the items), then over the rows
+        inner = along(lw, "sum" if name == "mean" else name, x, 0, span)
+        total = reduce(lw, "sum" if name == "mean" else name, inner, span) \
+            if isinstance(inner, Rows) else None
+        return lw.v.arith("/", total, x.size, span) if name == "mean" and total is not None \
+            else total
+    if not kept(lw, x.shape[0]):
         return None
     if x.ndim == 1:
         return along(lw, name, x, 0, span)
@@ -167,7 +182,11 @@ def along(lw, name: str, x, axis: int, span):
     """`name(x, axis=axis)` of lazy `x` (axis from 0): along the first axis a loop kept as a
     loop, with an output per element of a row; along another, a Rows reducing each row.
     None where it cannot be kept (the caller lists the elements)."""
-    if not kept(lw, x.shape[0]) or name not in ("sum", "mean", "min", "max", "logsumexp"):
+    if name not in ("sum", "mean", "min", "max", "logsumexp"):
+        return None
+    if isinstance(x, Stack):
+        return _stack_along(lw, name, x, axis, span)
+    if not kept(lw, x.shape[0]):
         return None
     if axis > 0:
         rest = x.shape[:axis] + x.shape[axis + 1:]
@@ -247,6 +266,13 @@ def index(lw, x, subs: list, span):
     for `x[:, ...]`, a Rows of each row indexed so; None otherwise (the caller lists `x`, or
     reads an input's elements as it did)."""
     (first, at), rest = subs[0], subs[1:]
+    if isinstance(x, Stack):
+        if type(first) is not int or not -x.shape[0] <= first < x.shape[0]:
+            return None
+        item = x.items[first]
+        if not rest:
+            return item
+        return index(lw, item, rest, span) if lazy(item) else lw.v.getitem(item, rest, span)
     whole = type(first) is slice and first == slice(None)
     if (isinstance(x, WholeInput) and not whole) or any(
             type(item) not in (int, slice) for item, _ in rest) or not (
@@ -263,3 +289,65 @@ def index(lw, x, subs: list, span):
         out = dims[(slice(None), *(item for item, _ in rest))].shape
         return Rows(out, lambda r: lw.v.getitem(r, rest, span), [(ROWS, x)], span)
     return None
+
+
+class Stack(Shaped):
+    """`[a, b, ...]` of arrays of one shape (n, ...) kept by rows: an array of shape
+    (k, n, ...) kept as its items (a list of components' columns, say). A reduction along its
+    first axis is kept by rows; an elementwise operation is, item by item."""
+
+    __slots__ = ("items", "shape", "span", "elements")
+
+    def __init__(self, items: list, span):
+        self.items, self.span = items, span
+        self.shape = (len(items), *shape(items[0]))
+        self.elements = None
+
+
+def stack(lw, items: list, span):
+    """The array of `items` (an array literal, a comprehension written out): a Stack where one
+    is kept by rows and all have its shape, else the items' elements stacked."""
+    dims = [shape(a) for a in items]
+    if items and any(lazy(a) for a in items) and dims[0] and kept(lw, dims[0][0]) and all(
+            d == dims[0] for d in dims) and not any(isinstance(a, Stack) for a in items):
+        return Stack(items, span)
+    return lw.v.stack([elements(lw, a) for a in items], span)
+
+
+def _per_item(lw, rule, args: list, shapes: list, out: tuple, span):
+    """`rule` over `args`, some of them Stacks: the Stack of its values item by item, each
+    kept by rows; None where one is not."""
+    items = []
+    for c in range(out[0]):
+        part = []
+        for a, sh in zip(args, shapes, strict=True):
+            if len(sh) < len(out):  # broadcast along the items
+                part.append(a)
+            elif isinstance(a, Stack):
+                part.append(a.items[c if sh[0] > 1 else 0])
+            elif is_array(a):
+                part.append(a[c if sh[0] > 1 else 0])
+            else:  # an array kept by rows whose rows are the items' axis
+                return None
+        done = elementwise(lw, rule, part, span)
+        if done is None:
+            return None
+        items.append(done)
+    return Stack(items, span)
+
+
+def _stack_along(lw, name: str, x: Stack, axis: int, span):
+    """`name(x, axis=axis)` of a Stack: along the items a Rows reducing each row's k values
+    (element by element), along a later axis the items' reductions stacked."""
+    if axis == 0:
+        return Rows(x.shape[1:], lambda *r: reduce_along(lw.v, name, _stacked(r), 0, span),
+                    [(ROWS, a) for a in x.items], span)
+    done = [along(lw, name, a, axis - 1, span) if lazy(a) else None for a in x.items]
+    return None if any(d is None for d in done) else stack(lw, done, span)
+
+
+def _stacked(values) -> np.ndarray:
+    out = np.empty((len(values), *shape(values[0])), dtype=object)
+    for c, v in enumerate(values):
+        out[c] = v
+    return out
