@@ -133,3 +133,21 @@ def test_issue_example_gives_zero():
         assert prog.grad(x=x) == {"x": 0.0}
         assert prog.hessian(x=x) == {"x": {"x": 0.0}}
         assert prog.jacobian(x=x) == {"x": 0.0}
+
+
+@pytest.mark.parametrize("use", ["abs(m)", "m * x[0]", "-m", "m / 3", "sin(m) * m"])
+@pytest.mark.parametrize("fold", ["max", "min"])
+def test_a_long_chain_of_selects_moves_out_in_one_pass(use, fold):
+    """Forward mode by `a` through `max(a, x[0], ..., x[1499])` (a left fold) routes a's
+    tangent through a chain of 1,500 selects with a zero branch, which each use above moves
+    outward; once that took a Python call per select (RecursionError past about 1,000).
+    Forward equals reverse, and is 1 times the use's derivative where `a` is chosen, else 0."""
+    elements = ", ".join(f"x[{i}]" for i in range(1500))
+    source = f"input a\ninput x[1500]\nm = {fold}(a, {elements})\noutput y = {use}"
+    prog = diffdsl.compile(source, cache=False)
+    x = np.random.default_rng(7).normal(size=1500)
+    for a in (10.0 if fold == "max" else -10.0, 0.0):
+        forward = prog.jacobian(a=a, x=x, mode="forward", wrt="a")["a"]
+        reverse = prog.grad(a=a, x=x)["a"]
+        np.testing.assert_allclose(forward, reverse, rtol=1e-12, atol=1e-300)
+        assert (reverse != 0) == (a != 0)

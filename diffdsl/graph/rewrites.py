@@ -103,18 +103,28 @@ def _hoist_select(*positions):
     """
     def rule(g, name, args, c):
         for k in positions:
-            inner = g.nodes[args[k]]
-            if inner.op != "select":
+            # A chain of such selects (a max over 1,000 elements routes its tangent through
+            # 1,000) moves out in one pass, not one call deeper per select.
+            chain, arg = [], args[k]
+            while g.nodes[arg].op == "select":
+                cond, x, y = g.nodes[arg].args
+                if g.value(y) == 0.0:
+                    chain.append((cond, True))
+                    arg = x
+                elif g.value(x) == 0.0:
+                    chain.append((cond, False))
+                    arg = y
+                else:
+                    break
+            if not chain:
                 continue
-            cond, x, y = inner.args
-            for taken, other in ((x, y), (y, x)):
-                if g.value(other) == 0.0:
-                    rest = list(args)
-                    rest[k] = taken
-                    moved = g.op(name, *rest)
-                    zero = g.const(0.0)
-                    return g.op("select", cond, moved, zero) if taken == x else \
-                        g.op("select", cond, zero, moved)
+            rest = list(args)
+            rest[k] = arg
+            moved, zero = g.op(name, *rest), g.const(0.0)
+            for cond, first in reversed(chain):
+                moved = g.op("select", cond, moved, zero) if first else \
+                    g.op("select", cond, zero, moved)
+            return moved
         return None
     return rule
 
