@@ -7,6 +7,8 @@ name and spans); the checks raise errors located at the call or at the argument 
 
 from __future__ import annotations
 
+import math
+
 from ...errors import ArityError, StaticValueError, TypeMismatchError
 from ..values import Dyn, describe, memo_key
 
@@ -57,6 +59,15 @@ class Scalars:
 
     def cmp(self, op, a, b):
         return self.v.compare(op, a, b, self.span)
+
+    def shift(self, m):
+        """What logsumexp and softmax subtract before `exp`, `m` the largest element: `m`
+        rounded down, so that no `exp` overflows; 0 where `m` is infinite (all -inf gives
+        -inf, any +inf gives +inf, not NaN) or NaN. Rounded down, it is piecewise constant,
+        so no derivative flows through it: the derivative by the shift, zero, would otherwise
+        be computed as 1 minus the sum of the softmax weights, which loses the digits of the
+        largest element's partial as the elements grow in number."""
+        return self.sel(self.cmp("<", self.f("abs", m), math.inf), self.f("floor", m), 0.0)
 
     def sel(self, c, a, b):
         """`a` where `c` holds (nonzero), else `b`."""

@@ -152,15 +152,13 @@ def reduce_items(v, name: str, items: list, span):
         raise ShapeError(f"{name}() of an empty sequence", span)
     if name == "mean":
         return v.arith("/", v.reduce("sum", items, span), len(items), span)
-    # logsumexp: shifted by the max, so no exp overflows; a max of +-inf shifts by 0 instead
-    # (all -inf gives -inf, any +inf gives +inf, not NaN).
+    # logsumexp: shifted by the max rounded down (Scalars.shift)
     for item in items:
         if is_array(item):
             raise ShapeError(f"{name}() works on scalars, got {describe(item)}", span)
     a = Scalars(v, span)
     v.budget.charge(3 * len(items), span, f"{name}()")
-    m = v.reduce("max", items, span)
-    m = a.sel(a.cmp("<", a.f("abs", m), math.inf), m, 0.0)
+    m = a.shift(v.reduce("max", items, span))
     total = 0
     for x in items:
         total = a.add(total, a.f("exp", a.sub(x, m)))
@@ -191,8 +189,7 @@ def _softmax(v, args, call):
         raise ShapeError(f"softmax() needs a non-empty array, got {describe(x)}", call.span)
     a = Scalars(v, call.span)
     v.budget.charge(3 * x.size, call.span, "softmax()")
-    m = v.reduce("max", list(x.flat), call.span)
-    m = a.sel(a.cmp("<", a.f("abs", m), math.inf), m, 0.0)
+    m = a.shift(v.reduce("max", list(x.flat), call.span))
     e = [a.f("exp", a.sub(xi, m)) for xi in x.flat]
     total = 0
     for ei in e:

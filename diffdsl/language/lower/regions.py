@@ -293,7 +293,7 @@ def region_sum(lw, elt, clause, n: int, scope, combine: str = "add", post=None):
 def region_reduce(lw, e: s.GenCall, n: int, scope):
     """`sum`, `mean`, `min`, `max` or `logsumexp` of a generator kept as a loop, or None.
     The values are those of `builtins.reduce_items` on the loop written out: a left fold in
-    iteration order; logsumexp shifts by the max (0 where it is infinite) before `exp`."""
+    iteration order; logsumexp shifts by the max rounded down (`Scalars.shift`) before `exp`."""
     clause = e.clauses[0]
     if e.func in ("sum", "mean", "min", "max"):
         combine = e.func if e.func in ("min", "max") else "add"
@@ -307,7 +307,7 @@ def region_reduce(lw, e: s.GenCall, n: int, scope):
     if m is None:
         return None
     a = Scalars(lw.v, e.span)
-    shift = a.sel(a.cmp("<", a.f("abs", m), math.inf), m, 0.0)
+    shift = a.shift(m)
     total = region_sum(lw, e.elt, clause, n, scope,
                        post=lambda x: a.f("exp", a.sub(x, shift)))
     if total is None:

@@ -17,7 +17,6 @@ sum, in order: the same terms as the elementwise fold, added in another order.
 
 from __future__ import annotations
 
-import math
 from contextlib import contextmanager
 
 import numpy as np
@@ -205,14 +204,14 @@ def along(lw, name: str, x, axis: int, span):
 
 def _logsumexp(lw, x, span, whole: bool):
     """logsumexp of every element of `x` (whole) or along its first axis: shifted by the max
-    (0 where it is infinite) before `exp`, as the elementwise lowering does."""
+    rounded down (`Scalars.shift`) before `exp`, as the elementwise lowering does."""
     from ..builtins.common import Scalars
     a = Scalars(lw.v, span)
     each = (lambda r: [reduce_items(lw.v, "max", _items(r), span)]) if whole else _items
     m = _over_rows(lw, x, each, "max")
     if m is None:
         return None
-    shift = [a.sel(a.cmp("<", a.f("abs", v), math.inf), v, 0.0) for v in m]
+    shift = [a.shift(v) for v in m]
 
     def exps(r):
         items = _items(r)
