@@ -56,6 +56,8 @@ PROGRAMS = {
     "an element and a slice": "input x[{n}]\nr = cos(x)\noutput s = r[7] * sum(r[1:5])",
     "passed to a def": "input x[{n}]\ndef f(v) = sum(v * v)\noutput s = f(x - 1)",
     "an output listed": "input x[{n}]\noutput s = x * 2 + 1",
+    "softmax": "input x[{n}]\ninput A[{n}, 2]\noutput s = sum(softmax(x) * x) + "
+               "sum(softmax(A)[:, 1]) + softmax(x)[3]",
     "a list of columns reduced along it": (
         "input X[{n}, 3]\ninput alpha[4]\ninput mu[4, 3]\ninput q[4, 3]\n"
         "def component(X, a, m, s) = a + sum(s) - 0.5 * sum((exp(s) * (X - m)) ** 2, axis=1)\n"

@@ -57,7 +57,7 @@ def call(lw, e: s.Call, scope):
 
 
 SHAPES = ("len", "rows", "cols", "size")  # builtins that read an array's shape alone
-KEPT = set(SHAPES) | set(ELEMENTWISE) | {"sum", "mean", "min", "max", "logsumexp"}
+KEPT = set(SHAPES) | set(ELEMENTWISE) | {"sum", "mean", "min", "max", "logsumexp", "softmax"}
 
 
 def _kept(lw, e: s.Call, builtin, args: list):
@@ -67,6 +67,8 @@ def _kept(lw, e: s.Call, builtin, args: list):
         return builtin(lw.v, [np.broadcast_to(np.empty((), dtype=object), args[0].shape)], e)
     if e.func in ELEMENTWISE or (e.func in ("min", "max") and len(args) > 1):
         return rows.elementwise(lw, lambda *xs: builtin(lw.v, list(xs), e), args, e.span)
+    if e.func == "softmax" and len(args) == 1:
+        return rows.softmax(lw, args[0], e.span)
     if len(args) == 1:
         return rows.reduce(lw, e.func, args[0], e.span)
     return None

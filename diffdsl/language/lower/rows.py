@@ -226,6 +226,26 @@ def _logsumexp(lw, x, span, whole: bool):
     return out[0] if whole else _shaped(out, x.shape[1:])
 
 
+def softmax(lw, x, span):
+    """softmax over every element of lazy `x`: a Rows of `exp(r - shift) / total`, the shift
+    (`Scalars.shift` of the max) and the total each a loop over the rows, as the elementwise
+    lowering computes them; None where a loop cannot be kept."""
+    from ..builtins.common import Scalars
+    if isinstance(x, Stack) or not kept(lw, x.shape[0]):
+        return None
+    a = Scalars(lw.v, span)
+    m = reduce(lw, "max", x, span)
+    if m is None:
+        return None
+    shift = a.shift(m)
+    exps = Rows(x.shape, lambda r: lw.v.elementwise(lambda t: a.f("exp", a.sub(t, shift)),
+                                                    [r], span, "softmax()"), [(ROWS, x)], span)
+    total = reduce(lw, "sum", exps, span)
+    if total is None:
+        return None
+    return Rows(x.shape, lambda e: lw.v.arith("/", e, total, span), [(ROWS, exps)], span)
+
+
 def _over_rows(lw, x, each, combine: str) -> list | None:
     """The values of a loop kept as a loop over the rows of `x`: `each(row)` lists the values
     of one row, each combined over the rows by `combine`; None where the body is irregular."""
