@@ -42,8 +42,9 @@ def tensors(values: dict, wrt=None) -> list:
 
 
 def test_the_table_names_every_one_element_output():
-    data = {(f"data/{name}.dd", of) for name, of in (("kmeans", "cost"), ("gmm", "loglik"),
-                                                      ("mlp", "loss"))}
+    data = {(f"data/{name}.dd", of) for name, of in (
+        ("kmeans", "cost"), ("gmm", "loglik"), ("mlp", "loss"), ("gmm_arrays", "loglik"),
+        ("mlp_arrays", "loss"))}
     assert set(one_element_outputs()) == set(CASES) | data
 
 

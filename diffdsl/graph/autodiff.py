@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from ..errors import UsageError
 from .ir import Builder, Graph, Port
-from .loops import explicit, share_stored
+from .loops import explicit, share_stored, written_out
 from .ports import SEED as SEED
 from .ports import d_name as d_name
 from .ports import pick_inputs as pick_inputs
@@ -64,6 +64,15 @@ def _sources(graph: Graph, wrt: list[str]) -> set[int]:
     return found | {graph.inputs[n].whole[0] for n in wrt if graph.inputs[n].whole is not None}
 
 
+def _outputs_written(graph: Graph) -> Graph:
+    """`graph` with each region whose values are an output (an array kept by rows) written out:
+    a Jacobian lists that output's elements anyway, and written out each element's derivatives
+    are its own few nodes, where through the loop every seed makes a loop of its own."""
+    regions = {p.whole[0] for p in graph.outputs.values()
+               if p.whole is not None and graph.nodes[p.whole[0]].op == "region"}
+    return written_out(graph, regions) if regions else graph
+
+
 # the transforms --------------------------------------------------------------------------
 def grad(graph: Graph, of: str | None = None, wrt=None) -> Graph:
     """Value and gradient of a one-element output: outputs "value" and "d:NAME"."""
@@ -88,6 +97,8 @@ def vjp(graph: Graph, of: str | None = None, wrt=None) -> Graph:
     """Reverse mode with a seed: an extra input "@seed" of the output's shape."""
     of = pick_output(graph, of)
     wrt = pick_inputs(graph, wrt)
+    if graph.outputs[of].whole is not None:  # seeded one element at a time: listed
+        graph = explicit(graph, inputs=False)
     b, stop, active = _sweep_start(graph, wrt)
     out = graph.outputs[of]
     seed_ids = tuple(b.input(SEED, k) for k in range(out.size))
@@ -123,7 +134,7 @@ def jacobian(graph: Graph, of: str | None = None, wrt=None, mode: str = "auto") 
         # one reverse sweep by inputs listed: the inputs read whole that no derivative is
         # taken by stay whole (the Jacobian of a loss by its parameters, over data in place)
         return grad(graph, of, wrt)
-    graph = explicit(graph)  # inputs element by element: seeded one at a time
+    graph = explicit(_outputs_written(graph))  # inputs element by element: seeded one at a time
     wrt = pick_inputs(graph, wrt)
     out = graph.outputs[of]
     n_in = sum(graph.inputs[name].size for name in wrt)

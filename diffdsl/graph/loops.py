@@ -302,5 +302,11 @@ def written_out(graph: Graph, regions: set[int]) -> Graph:
             ids[i] = values[r][node.attr] if r in values else b.part(ids[r], node.attr)
         else:
             ids[i] = b.op(node.op, *(ids[a] for a in node.args))
-    return b.graph(*[{name: p.moved(ids) for name, p in ports.items()}
+
+    def port(p: Port) -> Port:  # an output whole on a region written out: its values listed
+        if p.whole is None or p.whole[0] not in values:
+            return p.moved(ids)
+        node, first = p.whole
+        return Port(p.shape, tuple(values[node][first:first + p.size]), p.span)
+    return b.graph(*[{name: port(p) for name, p in ports.items()}
                      for ports in (graph.inputs, graph.outputs)])

@@ -21,7 +21,7 @@ from contextlib import contextmanager
 
 import numpy as np
 
-from ...graph.ir import Builder
+from ...graph.ir import Builder, Port
 from ..builtins.table import reduce_along, reduce_items
 from ..loop_index import Index
 from ..values import is_array
@@ -244,6 +244,17 @@ def softmax(lw, x, span):
     if total is None:
         return None
     return Rows(x.shape, lambda e: lw.v.arith("/", e, total, span), [(ROWS, exps)], span)
+
+
+def output(lw, x, span) -> Port | None:
+    """The port of an output kept by rows: a loop over the rows that stores each row's values
+    (a map region), the port whole on its values, in order; None where it cannot be kept (the
+    caller lists the elements)."""
+    if not isinstance(x, Rows) or x.elements is not None or not kept(lw, x.shape[0]):
+        return None
+    region = in_body(lw, x.shape[0],
+                     lambda bb: bb.finish([], _items(row(lw, x, Index.of(bb)))))
+    return None if region is None else Port(x.shape, (), span, (region, 0))
 
 
 def _over_rows(lw, x, each, combine: str) -> list | None:

@@ -17,6 +17,7 @@ from ...errors import AssignmentError, ShapeError, StaticValueError
 from ...graph.ir import Port
 from .. import syntax as s
 from ..values import Dyn, is_array
+from . import rows
 from .indices import iterate, need_static_int, range_length, subscripts
 from .names import lookup_value
 from .rows import elements
@@ -81,7 +82,12 @@ def declare_output(lw, st: s.Output, scope: dict) -> None:
         name = "out"
     if name in lw.outputs:
         raise AssignmentError(f"output '{name}' is declared twice", st.span)
-    value = lw.expr(st.value, scope)
+    value = lw.whole_expr(st.value, scope)
+    port = rows.output(lw, value, st.span)  # an array over the data: one loop, not listed
+    if port is not None:
+        lw.outputs[name] = port
+        return
+    value = elements(lw, value)
     if is_array(value):
         shape = value.shape
         ids = tuple(lw.v.node(x, st.value.span) for x in value.flat)
