@@ -25,6 +25,7 @@ import numpy as np
 from ...errors import ArityError, ShapeError, StaticValueError, TypeMismatchError
 from ...graph.autodiff import active_nodes, forward, reverse
 from ...graph.ir import Builder, Graph, Node
+from ...graph.loops import LEAVES, leaf
 from .. import syntax as s
 from ..values import Dyn, describe, is_array
 from .bindings import DERIVATIVES, base_name
@@ -153,8 +154,8 @@ def _copy_back(b, sub, from_sub: list, ids: list) -> list:
             continue
         node = nodes[i]
         args = [new[a] for a in node.args]
-        if node.op == "const":
-            new[i] = b.const(node.attr)
+        if node.op in LEAVES:  # a sweep reads an input's element (a part of an array node)
+            new[i] = leaf(b, node)
         elif node.op == "region":
             new[i] = b.region(node.attr, args)
         elif node.op == "part":
