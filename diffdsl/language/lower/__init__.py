@@ -34,11 +34,12 @@ from .exprs import RULES as EXPRESSION_RULES
 from .exprs import generate
 from .indices import subscripts
 from .names import close_names, lookup_value, note_one_branch
-from .rows import Rows, elements
+from .rows import elements
 from .statements import RULES as STATEMENT_RULES
 from .statements import TOP_LEVEL, whole_assign
 from .structure import check_blocks, check_outputs, collect_defs
 from .while_loop import lower_while
+from .wholes import Shaped
 
 __all__ = ["lower", "close_names"]  # close_names: the suggestions of its error messages
 
@@ -145,7 +146,7 @@ class _Lowerer:
     def expr(self, e, scope):
         """The value of expression `e` in `scope`."""
         value = EXPRESSIONS[type(e)](self, e, scope)
-        return elements(self, value) if type(value) is Rows else value
+        return elements(self, value) if isinstance(value, Shaped) else value
 
     def whole_expr(self, e, scope):
         """The value of `e`, where it is an input read in place or an array expression over
