@@ -20,6 +20,7 @@ from .bindings import DERIVATIVES
 from .regions import Irregular, Unread
 from .rows import elements
 from .while_loop import loop_value_error
+from .wholes import Shaped
 
 
 class FunctionScope(dict):
@@ -34,14 +35,14 @@ def lookup_value(lw, name: str, scope, span, whole: bool = False):
         value = scope[name]
         if isinstance(value, Unread):  # read before the body of a scan assigns it
             raise Irregular(f"'{name}' is read before the loop's body assigns it")
-        return value if whole else elements(lw, value)
+        return elements(lw, value) if not whole and isinstance(value, Shaped) else value
     if "." in name:  # `label.steps`, read from the scope where the loop stands
         raise loop_value_error(lw, name, scope, span)
     if name in lw.consts:
         return lw.consts[name]
     if name in lw.input_values and at_top(scope):
         value = lw.input_values[name]
-        return value if whole else elements(lw, value)
+        return elements(lw, value) if not whole and isinstance(value, Shaped) else value
     if name == "pi":
         return np.pi
     if name == "inf":

@@ -22,6 +22,7 @@ from contextlib import contextmanager
 import numpy as np
 
 from ...graph.ir import Builder, Port
+from ..builtins.common import Scalars
 from ..builtins.table import reduce_along, reduce_items
 from ..loop_index import Index
 from ..values import is_array
@@ -205,7 +206,6 @@ def along(lw, name: str, x, axis: int, span):
 def _logsumexp(lw, x, span, whole: bool):
     """logsumexp of every element of `x` (whole) or along its first axis: shifted by the max
     rounded down (`Scalars.shift`) before `exp`, as the elementwise lowering does."""
-    from ..builtins.common import Scalars
     a = Scalars(lw.v, span)
     each = (lambda r: [reduce_items(lw.v, "max", _items(r), span)]) if whole else _items
     m = _over_rows(lw, x, each, "max")
@@ -230,7 +230,6 @@ def softmax(lw, x, span):
     """softmax over every element of lazy `x`: a Rows of `exp(r - shift) / total`, the shift
     (`Scalars.shift` of the max) and the total each a loop over the rows, as the elementwise
     lowering computes them; None where a loop cannot be kept."""
-    from ..builtins.common import Scalars
     if isinstance(x, Stack) or not kept(lw, x.shape[0]):
         return None
     a = Scalars(lw.v, span)
