@@ -74,7 +74,8 @@ def threads() -> int:
 
 def emit(graph: Graph, dtype: str, key: str = "") -> tuple[str, int]:
     """LLVM IR text of `graph` for this process's NumPy, and the scratch it needs."""
-    return llvm.emit(graph, dtype, DATA_OFFSET or 0, header=key)
+    return llvm.emit(graph, dtype, DATA_OFFSET or 0, header=key,
+                     vector_math=native.vector_math())
 
 
 def code_size(graph: Graph) -> int:
@@ -94,6 +95,10 @@ def code_size(graph: Graph) -> int:
     return size
 
 
+def has_loops(graph: Graph) -> bool:
+    return any(node.op == "region" for node in graph.nodes)
+
+
 def _build(graph: Graph, dtype: str) -> tuple[bytes, int]:
     """Object code of `graph` and the scratch it needs; a bar names the step under way."""
     nodes = len(graph.nodes)
@@ -102,7 +107,7 @@ def _build(graph: Graph, dtype: str) -> tuple[bytes, int]:
         text, slots = emit(graph, dtype)
         shown.update()
         shown.set_postfix_str("machine code")
-        obj = native.compile_ir(text, code_size(graph))
+        obj = native.compile_ir(text, code_size(graph), loops=has_loops(graph))
         shown.update()
     return obj, slots
 

@@ -36,6 +36,7 @@ import numpy as np
 from ..graph.ir import Graph, verify
 from ..graph.ops import OPS
 from .llvm_loops import loop
+from .llvm_vector import widen
 
 SEGMENT = 250  # nodes per segment: compile time per node grows with it (README)
 TYPES = {"float64": ("double", "f64", ""), "float32": ("float", "f32", "f")}
@@ -56,9 +57,12 @@ def literal(x: float, dtype: str) -> str:
     return "0x%016X" % struct.unpack("<Q", struct.pack("<d", x))[0]
 
 
-def emit(graph: Graph, dtype: str, data_offset: int, header: str = "") -> tuple[str, int]:
+def emit(graph: Graph, dtype: str, data_offset: int, header: str = "",
+         vector_math: dict | None = None) -> tuple[str, int]:
     """The module's text (`header` goes in a comment on its first line) and the number of
-    scratch elements an evaluation needs. A malformed graph is refused here (`ir.verify`)."""
+    scratch elements an evaluation needs. A malformed graph is refused here (`ir.verify`).
+    `vector_math` names the vector versions of libm's functions the loops may call
+    (llvm_vector.widen; none: libm's alone, as a program linked elsewhere needs)."""
     verify(graph)
     t = TYPES[dtype][0]
     module = _Module(dtype)
@@ -73,7 +77,10 @@ def emit(graph: Graph, dtype: str, data_offset: int, header: str = "") -> tuple[
     if module.tables or module.fills:
         lines += ["declare void @llvm.memset.p0.i64(ptr, i8, i64, i1)",
                   "declare void @llvm.memcpy.p0.p0.i64(ptr, ptr, i64, i1)"]
-    return "\n".join(lines) + "\n", plan.scratch
+    text = "\n".join(lines) + "\n"
+    if vector_math and plan.areas:  # only loops are vectorised
+        text = widen(text, vector_math)
+    return text, plan.scratch
 
 
 class _Module:
@@ -127,8 +134,11 @@ class _Module:
         """`@{prefix}run(ports, scratch)`: one iteration of a body, its segments in turn."""
         calls = [f"  call void @{prefix}seg{k}(ptr %p, ptr %s)"
                  for k in range(len(plan.segments))]
-        self.lines += [f"define internal void @{prefix}run(ptr noalias %p, ptr noalias %s) "
-                       "nounwind {", "entry:", *calls, "  ret void", "}", ""]
+        # A body of one segment is inlined into its loop, where the optimiser can keep the
+        # captures in registers and vectorise the iterations.
+        inline = " alwaysinline" if len(plan.segments) == 1 else ""
+        self.lines += [f"define internal void @{prefix}run(ptr noalias %p, ptr noalias %s)"
+                       f"{inline} nounwind {{", "entry:", *calls, "  ret void", "}", ""]
 
 
 class _Layout:
@@ -314,7 +324,10 @@ def _segment(graph: Graph, plan: _Layout, start: int, stop: int, last: bool,
                        f"i64 {plan.areas[r]['buf'] + start}")
             out.append(f"call void @llvm.memcpy.p0.p0.i64(ptr %cp{n}.to, ptr %cp{n}.from, "
                        f"i64 {count * size}, i1 false)")
-    return out
+    # A region's locals are allocated once, in the entry block, where the optimiser's SROA
+    # looks for them (llvm_loops.loop).
+    allocas = [line for line in out if " = alloca " in line]
+    return allocas + [line for line in out if " = alloca " not in line] if allocas else out
 
 
 def _entries(plan: _Layout, n_ports: int, t: str, data_offset: int) -> list[str]:
@@ -358,6 +371,14 @@ def _entries(plan: _Layout, n_ports: int, t: str, data_offset: int) -> list[str]
     # CPython builtins (METH_FASTCALL) whose arguments are NumPy arrays: one row with the
     # ports' arrays and the scratch; rows with the ports, their steps, the scratch and
     # [begin, end].
+    one = []
+    if plan.areas:
+        # The point entry's loops run in a function of their own, whose arguments say that
+        # the scratch is no input's memory: the optimiser then keeps a loop's sum in a
+        # register and vectorises it, as in `diffdsl_rows` (inlined, it cannot tell).
+        one = ["define internal void @diffdsl_one(ptr noalias %p, ptr noalias %s) noinline "
+               "nounwind {", "entry:", *calls, "  ret void", "}", ""]
+        calls = ["  call void @diffdsl_one(ptr %p, ptr %s)"]
     point = _fastcall("diffdsl_point", n_ports + 1, n_ports, data_offset,
                       [f"  %s = getelementptr inbounds i8, ptr %d{n_ports}, i64 0"] + calls)
     batch = _fastcall("diffdsl_batch", n_ports + 3, n_ports, data_offset, [
@@ -367,7 +388,7 @@ def _entries(plan: _Layout, n_ports: int, t: str, data_offset: int) -> list[str]
         f"  call void @diffdsl_rows(ptr %p, ptr %d{n_ports}, i64 %begin, i64 %end, "
         f"ptr %d{n_ports + 1})"])
     point += ["@_Py_NoneStruct = external global i8", "declare void @Py_IncRef(ptr)", ""]
-    return rows + point + batch
+    return rows + one + point + batch
 
 
 def _fastcall(name: str, n_args: int, n_ports: int, data_offset: int, body: list) -> list:

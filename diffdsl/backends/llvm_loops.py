@@ -51,10 +51,18 @@ def loop(graph: Graph, plan, i: int, value, port, block: list, t: str, prefix: s
     node = graph.nodes[i]
     region, area, r = node.attr, plan.areas[i], f"%r{i}"
     names = list(region.body.inputs) + list(region.body.outputs)
-    out = [f"{r}.pp = alloca ptr, i64 {len(names)}"]
+    out = [f"{r}.pp = alloca ptr, i64 {len(names)}", f"{r}.cap = alloca {t}, i64 "
+           f"{max(region.captures, 1)}"]
 
     def scratch(name: str, element: int) -> str:
         out.append(f"{name} = getelementptr inbounds {t}, ptr %s, i64 {element}")
+        return name
+
+    def local(name: str, count: int) -> str:
+        # Per call, not in the scratch: the optimiser keeps these in registers once the body
+        # is inlined, and a store to them is no dependence between iterations. (`_segment`
+        # moves allocas to the entry block, where SROA finds them.)
+        out.append(f"{name} = alloca {t}, i64 {max(count, 1)}")
         return name
 
     def bind(port_name: str, pointer: str, tag: str) -> None:
@@ -64,10 +72,11 @@ def loop(graph: Graph, plan, i: int, value, port, block: list, t: str, prefix: s
         out.append(f"store ptr {pointer}, ptr {slot}")
 
     for k, a in enumerate(node.args[:region.captures]):
-        out.append(f"store {t} {value(a)}, ptr {scratch(f'{r}.c{k}', area['cap'] + k)}")
-    bind("@i", scratch(f"{r}.ix", area["index"]), "i")
-    bind("@c", scratch(f"{r}.cap", area["cap"]), "c")
-    bind("@sum", scratch(f"{r}.sums", area["sums"]), "sum")
+        out.append(f"{r}.c{k} = getelementptr inbounds {t}, ptr {r}.cap, i64 {k}")
+        out.append(f"store {t} {value(a)}, ptr {r}.c{k}")
+    bind("@i", local(f"{r}.ix", 1), "i")
+    bind("@c", f"{r}.cap", "c")
+    bind("@sum", local(f"{r}.sums", region.sums), "sum")
     buf = scratch(f"{r}.buf", area["buf"])
     for e in range(region.sums):
         out.append(f"store {t} {zero}, ptr {scratch(f'{r}.acc{e}', area['buf'] + e)}")
@@ -92,7 +101,7 @@ def loop(graph: Graph, plan, i: int, value, port, block: list, t: str, prefix: s
         for k, a in enumerate(node.args[len(node.args) - region.carry:]):
             out.append(f"store {t} {value(a)}, ptr {scratch(f'{r}.h{k}', area['buf'] + first + k)}")
         bind("@h", f"{r}.h0", "h")
-        bind("@next", scratch(f"{r}.nx", area["next"]), "next")
+        bind("@next", local(f"{r}.nx", region.carry), "next")
     body_scratch = scratch(f"{r}.bs", area["body"])
     out += [f"br label %r{i}.head", f"r{i}.head:",
             f"{r}.it = phi i64 [ 0, %{block[0]} ], [ {r}.next, %r{i}.head ]",
