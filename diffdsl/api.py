@@ -6,7 +6,7 @@ from pathlib import Path
 
 from . import limits as limits_
 from .errors import UsageError
-from .graph import autodiff
+from .graph import autodiff, sparsity
 from .graph.ir import Graph, prune
 from .graph.loops import expand
 from .runtime import calls, chunked, engine
@@ -353,6 +353,8 @@ class Program:
         request = f"{kind} of {of} wrt {','.join(wrt)} mode {mode}"
         if kind == "jacobian":
             return self.derived(request, lambda: autodiff.jacobian(self.graph, of, wrt, mode))
+        if kind == "hessian_diagonal":  # a sweep per colour of the pattern, not per element
+            return self.derived(request, lambda: sparsity.hessian_diagonal(self.graph, of, wrt))
         return self.derived(request, lambda: getattr(autodiff, kind)(self.graph, of, wrt))
 
     def derived(self, request: str, build) -> Graph:

@@ -63,6 +63,7 @@ LAYERS = {
     "graph/sweeps": 2.95,  # the reverse and forward sweeps, with select guards
     "graph/autodiff": 3,
     "graph/dot": 3,
+    "graph/pattern_walk": 3.2,  # dependence and Hessian pairs, loops walked once
     "graph/sparsity": 3.25,  # patterns from the graph, compressed derivative graphs
     "graph/__init__": 4,
     # language/

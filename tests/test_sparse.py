@@ -15,7 +15,7 @@ from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
 import diffdsl
-from diffdsl.graph import sparsity
+from diffdsl.graph import pattern_walk
 from diffdsl.graph.ops import OPS
 from diffdsl.runtime import sparse
 
@@ -236,6 +236,6 @@ def test_patterns_of_single_ops(source, jac, hess):
 
 
 def test_every_op_has_a_kind_and_those_without_derivative_pass_none():
-    assert set(sparsity.KIND) == set(OPS)
+    assert set(pattern_walk.KIND) == set(OPS)
     for name, row in OPS.items():
-        assert (sparsity.KIND[name] == "none") == (row.pullback is None), name
+        assert (pattern_walk.KIND[name] == "none") == (row.pullback is None), name

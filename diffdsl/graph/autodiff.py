@@ -203,21 +203,6 @@ def hvp(graph: Graph, of: str | None = None, wrt=None) -> Graph:
     return share_stored(b.graph(inputs, outputs))
 
 
-def hessian_diagonal(graph: Graph, of: str | None = None, wrt=None) -> Graph:
-    """The Hessian's diagonal: outputs "d:NAME" of each input's shape, d²f/dx_k² elementwise;
-    one forward sweep per element, keeping only the element's own second derivative."""
-    graph = explicit(graph)  # inputs element by element: seeded one at a time
-    of, wrt, b, grads, stop, active = _gradient_nodes(graph, of, wrt, "hessian")
-    one = b.const(1.0)
-    outputs = {"value": graph.outputs[of]}
-    for name in wrt:
-        ids = graph.inputs[name].ids
-        outputs[d_name(name)] = Port(graph.inputs[name].shape, tuple(
-            _zero_or(b, forward(b, stop, active, {j: one}), g)
-            for j, g in zip(ids, grads[name], strict=True)))
-    return share_stored(b.graph(dict(graph.inputs), outputs))
-
-
 def _tangent_inputs(b: Builder, graph: Graph, wrt: list[str]) -> tuple[dict, dict]:
     """The graph's inputs plus "@t:NAME" for each input in `wrt`, and the forward seeds
     (input element -> its tangent input)."""

@@ -94,6 +94,25 @@ def column_colouring(pattern: Pattern) -> np.ndarray:
     return colours
 
 
+def diagonal_colouring(pattern: Pattern) -> np.ndarray:
+    """Colours of the columns of a symmetric pattern such that no column has another of its
+    colour among the entries of its own row: the product with a colour's sum of columns is
+    then, at row k, the diagonal entry alone (two columns of one colour may share other rows,
+    which a diagonal never reads). A column whose row is empty gets none (-1): its diagonal
+    is zero. Greedy, most entries first."""
+    n = pattern.shape[1]
+    count = np.diff(pattern.indptr)
+    colours = np.full(n, -1, dtype=np.int64)
+    mark = np.full(n + 1, -1, dtype=np.int64)
+    for k in np.argsort(-count, kind="stable"):
+        row = pattern.indices[pattern.indptr[k]:pattern.indptr[k + 1]]
+        if not row.size:
+            continue
+        taken = colours[row]
+        colours[k] = _smallest_free(mark, taken[taken >= 0], k)
+    return colours
+
+
 def row_colouring(pattern: Pattern) -> np.ndarray:
     """Colours of the rows such that no two rows of one colour share a column (for Sᵀ J)."""
     return column_colouring(pattern.transpose())

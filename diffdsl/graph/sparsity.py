@@ -21,20 +21,17 @@ import numpy as np
 from .autodiff import (
     _gradient_nodes,
     active_nodes,
+    d_name,
     forward,
     pick_inputs,
     pick_output,
     require_scalar,
     reverse,
 )
-from .colouring import Pattern
+from .colouring import Pattern, diagonal_colouring, groups
 from .ir import Builder, Graph, Port
-from .loops import expand
-from .ops import OPS
-
-# How an op passes dependence on: "none" (no pullback: derivative zero), else its row's
-# curvature (ops.py).
-KIND = {name: "none" if row.pullback is None else row.curvature for name, row in OPS.items()}
+from .loops import expand, explicit, share_stored
+from .pattern_walk import bits, summarisable, walk
 
 COMPRESSED = "compressed"  # the output port of a compressed derivative graph
 
@@ -44,51 +41,25 @@ def columns(graph: Graph, wrt: list[str]) -> list[int]:
     return [i for name in wrt for i in graph.inputs[name].ids]
 
 
-def _differentiable_args(node):
-    kind = KIND[node.op]
-    if kind == "none":
-        return ()
-    return node.args[1:] if kind == "route" else node.args
+def walkable(graph: Graph) -> Graph:
+    """`graph` with its ports listed, its loops kept where pattern_walk can read them in one
+    walk of their bodies, else written out."""
+    graph = explicit(graph)
+    return graph if summarisable(graph) else expand(graph)
 
 
-def dependence(graph: Graph, wrt: list[str], stop: int) -> list[int]:
-    """For each node below `stop`, the bit set of the columns its value depends on through
-    derivatives (a comparison, `floor` or a select's condition passes no dependence on)."""
-    deps = [0] * stop
-    for k, node in enumerate(columns(graph, wrt)):
-        if node < stop:
-            deps[node] = 1 << k
-    for i, node in enumerate(graph.nodes[:stop]):
-        args = _differentiable_args(node)  # none for inputs and constants
-        if len(args) == 1:
-            deps[i] = deps[args[0]]
-        elif args:
-            acc = 0
-            for a in args:
-                acc |= deps[a]
-            deps[i] = acc
-    return deps
-
-
-def bits(x: int) -> np.ndarray:
-    """The positions of the set bits of `x`, in increasing order. Only the span from the
-    lowest to the highest set bit is unpacked: a band of a long row costs a few bytes."""
-    if not x:
-        return np.zeros(0, dtype=np.int64)
-    low = (x & -x).bit_length() - 1
-    x >>= low
-    raw = np.frombuffer(x.to_bytes((x.bit_length() + 7) // 8, "little"), dtype=np.uint8)
-    return np.flatnonzero(np.unpackbits(raw, bitorder="little")).astype(np.int64) + low
+def _seeds(graph: Graph, wrt: list[str]) -> dict[int, int]:
+    return {node: 1 << k for k, node in enumerate(columns(graph, wrt))}
 
 
 def jacobian_pattern(graph: Graph, of: str | None = None, wrt=None) -> Pattern:
     """Rows: the output's elements (flattened); columns: the `wrt` inputs' elements."""
-    graph = expand(graph)  # patterns are read off the loops written out
+    graph = walkable(graph)
     of = pick_output(graph, of)
     wrt = pick_inputs(graph, wrt)
     out = graph.outputs[of]
     n = len(columns(graph, wrt))
-    deps = dependence(graph, wrt, max(out.ids) + 1)
+    deps = walk(graph, _seeds(graph, wrt), [], None)
     per_row = [bits(deps[i]) for i in out.ids]
     indptr = np.zeros(out.size + 1, dtype=np.int64)
     np.cumsum([len(r) for r in per_row], out=indptr[1:])
@@ -96,48 +67,21 @@ def jacobian_pattern(graph: Graph, of: str | None = None, wrt=None) -> Pattern:
     return Pattern((out.size, n), indptr, indices)
 
 
-def _reaching(graph: Graph, top: int) -> bytearray:
-    """Nodes whose value reaches node `top` through derivatives: only there can a nonlinear
-    op add to the Hessian (a product that only feeds a comparison adds nothing)."""
-    live = bytearray(top + 1)
-    live[top] = 1
-    for i in range(top, -1, -1):
-        if live[i]:
-            for a in _differentiable_args(graph.nodes[i]):
-                live[a] = 1
-    return live
-
-
 def hessian_pattern(graph: Graph, of: str | None = None, wrt=None) -> Pattern:
-    """The symmetric pattern of the Hessian of a one-element output over the `wrt` columns."""
-    graph = expand(graph)
+    """The symmetric pattern of the Hessian of a one-element output over the `wrt` columns.
+    Loops stay loops (pattern_walk.py) unless one carries a state, which is written out."""
+    graph = walkable(graph)
     of = pick_output(graph, of)
     require_scalar(graph, of, "hessian")
     wrt = pick_inputs(graph, wrt)
     n = len(columns(graph, wrt))
     top = graph.outputs[of].ids[0]
-    deps = dependence(graph, wrt, top + 1)
-    live = _reaching(graph, top)
+    pairs: set = set()
+    walk(graph, _seeds(graph, wrt), [top], pairs)
     # meets[k]: columns that meet column k in a nonlinear op, in one orientation of each pair
     # (the pattern is made symmetric at the end).
     meets = [0] * n
-    for i in range(top + 1):
-        node = graph.nodes[i]
-        kind = KIND[node.op]
-        if not live[i] or kind in ("none", "linear", "route"):
-            continue
-        if kind == "bilinear":
-            a, b = deps[node.args[0]], deps[node.args[1]]
-        elif kind == "quotient":
-            b = deps[node.args[1]]
-            a = deps[node.args[0]] | b
-        else:
-            a = 0
-            for arg in node.args:
-                a |= deps[arg]
-            b = a
-        if not (a and b):
-            continue
+    for a, b in pairs:
         if a.bit_count() > b.bit_count():  # walk the smaller side: x * sum(...) is one row
             a, b = b, a
         if a & (a - 1) == 0:  # one column, the usual case
@@ -177,8 +121,9 @@ def compressed_jacobian(graph: Graph, of: str, wrt: list[str], seeds: list, mode
 
 def compressed_hessian(graph: Graph, of: str, wrt: list[str], seeds: list) -> Graph:
     """Outputs "value" and "compressed" of shape (p, n): row c is the Hessian times the sum of
-    the columns in `seeds[c]`, forward over reverse as `autodiff.hvp`, the seeds constant."""
-    graph = expand(graph)
+    the columns in `seeds[c]`, forward over reverse as `autodiff.hvp`, the seeds constant.
+    Loops stay loops: each sweep is a loop over the same iterations."""
+    graph = explicit(graph)
     of, wrt, b, grads, stop, active = _gradient_nodes(graph, of, wrt, "hessian")
     cols = columns(graph, wrt)
     gradient = [g for name in wrt for g in grads[name]]
@@ -187,7 +132,34 @@ def compressed_hessian(graph: Graph, of: str, wrt: list[str], seeds: list) -> Gr
     for group in seeds:
         t = forward(b, stop, active, {cols[j]: one for j in group})
         ids += [t.get(g, zero) for g in gradient]
-    return b.graph(dict(graph.inputs), _ports(graph.outputs[of], seeds, len(cols), ids))
+    ports = _ports(graph.outputs[of], seeds, len(cols), ids)
+    return share_stored(b.graph(dict(graph.inputs), ports))
+
+
+def hessian_diagonal(graph: Graph, of: str | None = None, wrt=None) -> Graph:
+    """Outputs "value" and "d:NAME" of each input's shape: d²f/dx_k² elementwise. Columns
+    whose rows of the Hessian's pattern hold none of each other share a forward sweep (a
+    colouring of the pattern's graph): the sweep of the sum of a colour's columns gives
+    H[k, k] at row k of each. A Newton step's diagonal of a separable sum (k-means' centroids,
+    a sum of squares) is one sweep, however many columns; a dense Hessian, one per column."""
+    graph = explicit(graph)
+    of = pick_output(graph, of)
+    wrt = pick_inputs(graph, wrt)
+    colours = diagonal_colouring(hessian_pattern(graph, of, wrt))
+    of, wrt, b, grads, stop, active = _gradient_nodes(graph, of, wrt, "hessian")
+    cols = columns(graph, wrt)
+    one, zero = b.const(1.0), b.const(0.0)
+    sweeps = [forward(b, stop, active, {cols[j]: one for j in group.tolist()})
+              for group in groups(colours)]
+    gradient = [g for name in wrt for g in grads[name]]
+    diagonal = [zero if c < 0 else sweeps[c].get(g, zero)
+                for g, c in zip(gradient, colours.tolist(), strict=True)]
+    outputs, at = {"value": graph.outputs[of]}, 0
+    for name in wrt:
+        port = graph.inputs[name]
+        outputs[d_name(name)] = Port(port.shape, tuple(diagonal[at:at + port.size]))
+        at += port.size
+    return share_stored(b.graph(dict(graph.inputs), outputs))
 
 
 def _ports(out: Port, seeds: list, width: int, ids: list) -> dict:
