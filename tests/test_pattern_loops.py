@@ -112,3 +112,17 @@ def test_fuzzed_programs_with_loops_kept(source):
     diag = prog.hessian(values, of="y", diagonal=True)
     flat = np.concatenate([np.ravel(diag[k]) for k in wrt])
     np.testing.assert_allclose(flat, np.diag(dense), rtol=1e-9, atol=1e-9, equal_nan=True)
+
+
+def test_a_scan_kept_as_a_loop_gets_a_sweep_per_column():
+    """A state carried over 2,000 iterations is not walked once (its pattern would write the
+    loop out): the diagonal takes one sweep per column over the loop kept, as the dense
+    Hessian's."""
+    source = ("input x[3]\ns = x[1]\nfor i in range(2000) {\n    s = s * 0.5 + sin(x[0] * s + 1)\n"
+              "}\noutput f = s * x[0] + x[2] ** 3")
+    prog = build(source, 64)
+    assert has_regions(prog.graph) and len(prog.graph.nodes) < 100
+    x = np.array([0.3, 0.2, 0.1])
+    dense = prog.hessian(x=x)["x"]["x"]
+    diag = prog.hessian(x=x, diagonal=True)["x"]
+    np.testing.assert_allclose(diag, np.diag(dense), rtol=1e-12)

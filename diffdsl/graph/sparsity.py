@@ -141,11 +141,15 @@ def hessian_diagonal(graph: Graph, of: str | None = None, wrt=None) -> Graph:
     whose rows of the Hessian's pattern hold none of each other share a forward sweep (a
     colouring of the pattern's graph): the sweep of the sum of a colour's columns gives
     H[k, k] at row k of each. A Newton step's diagonal of a separable sum (k-means' centroids,
-    a sum of squares) is one sweep, however many columns; a dense Hessian, one per column."""
+    a sum of squares) is one sweep, however many columns; a dense Hessian, one per column.
+    A graph with a scan gets one per column too: its pattern would write the scan out."""
     graph = explicit(graph)
     of = pick_output(graph, of)
     wrt = pick_inputs(graph, wrt)
-    colours = diagonal_colouring(hessian_pattern(graph, of, wrt))
+    if summarisable(graph):
+        colours = diagonal_colouring(hessian_pattern(graph, of, wrt))
+    else:
+        colours = np.arange(len(columns(graph, wrt)), dtype=np.int64)
     of, wrt, b, grads, stop, active = _gradient_nodes(graph, of, wrt, "hessian")
     cols = columns(graph, wrt)
     one, zero = b.const(1.0), b.const(0.0)
