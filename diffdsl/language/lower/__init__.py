@@ -120,15 +120,19 @@ class _Lowerer:
         if not self.tags:
             return self.outputs
         ports = list(self.outputs.items())
-        roots = [i for _, port in ports for i in port.ids]
+        roots = [i for _, port in ports for i in port.roots()]  # a whole port: its node
         try:
             roots = strip(self.b, self.tags, roots)
         except LimitError as exc:
             raise exc.located(_end_span(self.program)) from None
         out, k = {}, 0
         for name, port in ports:
-            out[name] = Port(port.shape, tuple(roots[k:k + port.size]), port.span)
-            k += port.size
+            if port.whole is None:
+                out[name] = Port(port.shape, tuple(roots[k:k + port.size]), port.span)
+                k += port.size
+            else:  # kept whole on a loop's values (rows.output): the loop, untagged
+                out[name] = Port(port.shape, (), port.span, (roots[k], port.whole[1]))
+                k += 1
         return out
 
     def top_statement(self, st, scope: dict) -> None:
