@@ -110,6 +110,7 @@ class _Module:
                 inner = self.function(node.attr.body, f"{prefix}b{i}.")
                 plan.place_region(i, node.attr, inner.scratch)
                 self._runner(f"{prefix}b{i}.", inner)
+        plan.write_in_place(graph)
         for k, (start, stop) in enumerate(plan.segments):
             body = _segment(graph, plan, start, stop, k == len(plan.segments) - 1,
                             self.dtype, self.spell, prefix)
@@ -156,6 +157,7 @@ class _Layout:
         self.stores: dict[int, list] = {}  # node -> [(port, element)] of the outputs it feeds
         self.fills = []  # (port, elements, None for zeros or the table of constants)
         self.copies = []  # (port, first element, region node, first value, elements)
+        self.direct: dict[int, tuple[int, int]] = {}  # region -> (port, element): its rows
         first = len(graph.inputs)
         # Per node: whether it is a constant, and its value (NaN otherwise), so that the block
         # fills of a port of a million elements are found by NumPy, not element by element.
@@ -199,6 +201,28 @@ class _Layout:
             area["gather"].append(self.scratch)
             self.scratch += length if region.source(j) < 0 else 0  # read where it lies
         self.areas[i] = area
+
+    def write_in_place(self, graph: Graph) -> None:
+        """A region whose stacked values all go to one output port, in order, and nowhere
+        else (no part reads one, no loop streams them) writes each iteration's row there
+        (`direct`) instead of into its scratch for a copy after the loop: a gradient by an
+        input read in place is then written once, not twice."""
+        read = set()
+        for node in graph.nodes:
+            if node.op == "part" and node.attr >= graph.nodes[node.args[0]].attr.sums:
+                read.add(node.args[0])
+            elif node.op == "region":
+                read.update(a for a in node.args if graph.nodes[a].op == "region")
+        kept = []
+        for copy in self.copies:
+            k, e, r, start, count = copy
+            region = graph.nodes[r].attr
+            if r in read or r in self.direct or region.carry or region.maps == 0 or \
+                    start != region.sums or count != region.n * region.maps:
+                kept.append(copy)
+            else:
+                self.direct[r] = (k, e)
+        self.copies = kept
 
     def _copy(self, graph: Graph, k: int, ids) -> np.ndarray:
         """Runs of output port `k` that are a region's values in order (a gradient with

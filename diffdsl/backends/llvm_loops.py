@@ -110,9 +110,14 @@ def loop(graph: Graph, plan, i: int, value, port, block: list, t: str, prefix: s
         out += [f"{r}.o{j} = mul i64 {r}.it, {stride}", f"{r}.q{j} = add i64 {r}.o{j}, {offset}",
                 f"{r}.w{j} = getelementptr inbounds {t}, ptr {bases[j]}, i64 {r}.q{j}"]
         bind(f"@s{j}", f"{r}.w{j}", f"s{j}")
-    out += [f"{r}.mo = mul i64 {r}.it, {region.maps}",
-            f"{r}.mq = add i64 {r}.mo, {region.sums}",
-            f"{r}.row = getelementptr inbounds {t}, ptr {buf}, i64 {r}.mq"]
+    out.append(f"{r}.mo = mul i64 {r}.it, {region.maps}")
+    if i in plan.direct:  # the rows go straight to the output port (_Layout.write_in_place)
+        k, e = plan.direct[i]
+        out += [f"{r}.mq = add i64 {r}.mo, {e}",
+                f"{r}.row = getelementptr inbounds {t}, ptr {port(k)}, i64 {r}.mq"]
+    else:
+        out += [f"{r}.mq = add i64 {r}.mo, {region.sums}",
+                f"{r}.row = getelementptr inbounds {t}, ptr {buf}, i64 {r}.mq"]
     bind("@map", f"{r}.row", "map")
     out.append(f"call void @{prefix}b{i}.run(ptr {r}.pp, ptr {body_scratch})")
     if region.carry:  # the body has read the whole state: the next takes its place
