@@ -103,6 +103,7 @@ LAYERS = {
     "backends/cudasim": 3,  # IEEE math for the CUDA simulator
     "backends/llvm_loops": 2.9,  # a region as a loop of LLVM IR calling its body
     "backends/llvm_vector": 2.9,  # libm calls the loop vectoriser may widen (libmvec)
+    "backends/llvm_entries": 2.9,  # a kernel's entries: the row loop and CPython builtins
     "backends/llvm": 3,  # the LLVM IR emitter: text from a graph
     "backends/native": 3,  # llvmlite: object code from text, loaded into the JIT
     "backends/numpy": 4,

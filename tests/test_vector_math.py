@@ -139,3 +139,26 @@ def test_a_gradient_by_an_input_read_in_place_is_not_copied():
     prog = diffdsl.compile(WRITTEN_IN_PLACE[0], cache=False)
     text, _ = cpu.emit(prog.derivative("grad"), "float64")
     assert "@llvm.memcpy" not in text.split("declare")[0]
+
+
+def test_a_large_loop_state_stays_off_the_stack():
+    """A loop's captures, sums and carried state live on the stack only when small: a scan
+    carrying 40,000 values (320 KB) runs on a thread with a 256 KB stack (it overflowed it,
+    a segmentation fault, while they were all stack allocations). In a child process, so a
+    crash fails this test alone."""
+    import subprocess
+    import sys
+    script = (
+        "import threading, diffdsl\n"
+        "src = '''input k\ny = zeros(40000) + k\nfor t in range(100) {\n"
+        "    y = y * 0.5 + k * y[0]\n}\noutput out = y[39999]\n'''\n"
+        "p = diffdsl.compile(src, cache=False, backend='cpu')\n"
+        "want = p(k=0.1)\n"
+        "threading.stack_size(256 * 1024)\n"
+        "got = []\n"
+        "t = threading.Thread(target=lambda: got.append(p(k=0.1)))\n"
+        "t.start(); t.join()\n"
+        "assert got == [want] and want > 0, (got, want)\n")
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
+                          timeout=300)
+    assert done.returncode == 0, (done.returncode, done.stderr[-2000:])

@@ -35,6 +35,7 @@ import numpy as np
 
 from ..graph.ir import Graph, verify
 from ..graph.ops import OPS
+from .llvm_entries import entries
 from .llvm_loops import loop
 from .llvm_vector import widen
 
@@ -71,7 +72,7 @@ def emit(graph: Graph, dtype: str, data_offset: int, header: str = "",
              f"; {dtype}; {len(graph.nodes)} nodes; {len(plan.segments)} segments; "
              f"{plan.scratch} scratch", ""]
     lines += module.lines
-    lines += _entries(plan, len(graph.inputs) + len(graph.outputs), t, data_offset)
+    lines += entries(plan, len(graph.inputs) + len(graph.outputs), t, data_offset)
     lines += sorted(module.callees.values())
     lines += module.tables
     if module.tables or module.fills:
@@ -352,84 +353,3 @@ def _segment(graph: Graph, plan: _Layout, start: int, stop: int, last: bool,
     # looks for them (llvm_loops.loop).
     allocas = [line for line in out if " = alloca " in line]
     return allocas + [line for line in out if " = alloca " not in line] if allocas else out
-
-
-def _entries(plan: _Layout, n_ports: int, t: str, data_offset: int) -> list[str]:
-    calls = [f"  call void @seg{k}(ptr %p, ptr %s)" for k in range(len(plan.segments))]
-    rows = [
-        "define void @diffdsl_rows(ptr noalias %ports, ptr noalias %strides, i64 %begin, "
-        "i64 %end, ptr noalias %s) nounwind {",
-        "entry:",
-        f"  %p = alloca ptr, i64 {max(n_ports, 1)}",
-    ]
-    for k in range(n_ports):  # read once, before the loop
-        rows += [
-            f"  %base{k}.a = getelementptr inbounds ptr, ptr %ports, i64 {k}",
-            f"  %base{k} = load ptr, ptr %base{k}.a",
-            f"  %stride{k}.a = getelementptr inbounds i64, ptr %strides, i64 {k}",
-            f"  %stride{k} = load i64, ptr %stride{k}.a",
-        ]
-    rows += [
-        "  %empty = icmp sge i64 %begin, %end",
-        "  br i1 %empty, label %done, label %loop",
-        "loop:",
-        "  %r = phi i64 [ %begin, %entry ], [ %next, %loop ]",
-    ]
-    for k in range(n_ports):
-        rows += [
-            f"  %off{k} = mul i64 %r, %stride{k}",
-            f"  %row{k} = getelementptr inbounds {t}, ptr %base{k}, i64 %off{k}",
-            f"  %slot{k} = getelementptr inbounds ptr, ptr %p, i64 {k}",
-            f"  store ptr %row{k}, ptr %slot{k}",
-        ]
-    rows += calls
-    rows += [
-        "  %next = add i64 %r, 1",
-        "  %more = icmp slt i64 %next, %end",
-        "  br i1 %more, label %loop, label %done",
-        "done:",
-        "  ret void",
-        "}",
-        "",
-    ]
-    # CPython builtins (METH_FASTCALL) whose arguments are NumPy arrays: one row with the
-    # ports' arrays and the scratch; rows with the ports, their steps, the scratch and
-    # [begin, end].
-    one = []
-    if plan.areas:
-        # The point entry's loops run in a function of their own, whose arguments say that
-        # the scratch is no input's memory: the optimiser then keeps a loop's sum in a
-        # register and vectorises it, as in `diffdsl_rows` (inlined, it cannot tell).
-        one = ["define internal void @diffdsl_one(ptr noalias %p, ptr noalias %s) noinline "
-               "nounwind {", "entry:", *calls, "  ret void", "}", ""]
-        calls = ["  call void @diffdsl_one(ptr %p, ptr %s)"]
-    point = _fastcall("diffdsl_point", n_ports + 1, n_ports, data_offset,
-                      [f"  %s = getelementptr inbounds i8, ptr %d{n_ports}, i64 0"] + calls)
-    batch = _fastcall("diffdsl_batch", n_ports + 3, n_ports, data_offset, [
-        f"  %begin = load i64, ptr %d{n_ports + 2}",
-        f"  %end.a = getelementptr inbounds i64, ptr %d{n_ports + 2}, i64 1",
-        "  %end = load i64, ptr %end.a",
-        f"  call void @diffdsl_rows(ptr %p, ptr %d{n_ports}, i64 %begin, i64 %end, "
-        f"ptr %d{n_ports + 1})"])
-    point += ["@_Py_NoneStruct = external global i8", "declare void @Py_IncRef(ptr)", ""]
-    return rows + one + point + batch
-
-
-def _fastcall(name: str, n_args: int, n_ports: int, data_offset: int, body: list) -> list:
-    """A METH_FASTCALL function: `%d{k}` is the data pointer of argument k (a NumPy array),
-    the first `n_ports` also stored in the port array `%p` that the segments read; then
-    `body`; it returns None (a new reference), or NULL for a wrong number of arguments."""
-    out = [f"define ptr @{name}(ptr %self, ptr %args, i64 %nargs) nounwind {{", "entry:",
-           f"  %ok = icmp eq i64 %nargs, {n_args}",
-           "  br i1 %ok, label %run, label %bad", "bad:", "  ret ptr null", "run:",
-           f"  %p = alloca ptr, i64 {max(n_ports, 1)}"]
-    for k in range(n_args):
-        out += [f"  %a{k}.a = getelementptr inbounds ptr, ptr %args, i64 {k}",
-                f"  %a{k} = load ptr, ptr %a{k}.a",
-                f"  %d{k}.f = getelementptr inbounds i8, ptr %a{k}, i64 {data_offset}",
-                f"  %d{k} = load ptr, ptr %d{k}.f"]
-        if k < n_ports:
-            out += [f"  %slot{k} = getelementptr inbounds ptr, ptr %p, i64 {k}",
-                    f"  store ptr %d{k}, ptr %slot{k}"]
-    return out + body + ["  call void @Py_IncRef(ptr @_Py_NoneStruct)",
-                         "  ret ptr @_Py_NoneStruct", "}", ""]

@@ -7,6 +7,8 @@ from __future__ import annotations
 
 from ..graph.ir import Graph
 
+LOCAL = 64  # a region's captures, sums or next state up to this many values are allocas
+
 
 def _run_of(graph: Graph, plan, ids) -> tuple | None:
     """Where a stream's elements already lie in a row, one after another: (port, first
@@ -51,19 +53,24 @@ def loop(graph: Graph, plan, i: int, value, port, block: list, t: str, prefix: s
     node = graph.nodes[i]
     region, area, r = node.attr, plan.areas[i], f"%r{i}"
     names = list(region.body.inputs) + list(region.body.outputs)
-    out = [f"{r}.pp = alloca ptr, i64 {len(names)}", f"{r}.cap = alloca {t}, i64 "
-           f"{max(region.captures, 1)}"]
+    out = [f"{r}.pp = alloca ptr, i64 {len(names)}"]
 
     def scratch(name: str, element: int) -> str:
         out.append(f"{name} = getelementptr inbounds {t}, ptr %s, i64 {element}")
         return name
 
-    def local(name: str, count: int) -> str:
-        # Per call, not in the scratch: the optimiser keeps these in registers once the body
-        # is inlined, and a store to them is no dependence between iterations. (`_segment`
-        # moves allocas to the entry block, where SROA finds them.)
+    def local(name: str, count: int, where: str) -> str:
+        # A few values live per call, not in the scratch: the optimiser keeps them in
+        # registers once the body is inlined, and a store to them is no dependence between
+        # iterations (`_segment` moves allocas to the entry block, where SROA finds them).
+        # More stay in the scratch: a thread's stack may be 512 KB, and a scan's state a
+        # million values.
+        if count > LOCAL:
+            return scratch(name, area[where])
         out.append(f"{name} = alloca {t}, i64 {max(count, 1)}")
         return name
+
+    local(f"{r}.cap", region.captures, "cap")
 
     def bind(port_name: str, pointer: str, tag: str) -> None:
         slot = f"{r}.pp{tag}"
@@ -74,9 +81,9 @@ def loop(graph: Graph, plan, i: int, value, port, block: list, t: str, prefix: s
     for k, a in enumerate(node.args[:region.captures]):
         out.append(f"{r}.c{k} = getelementptr inbounds {t}, ptr {r}.cap, i64 {k}")
         out.append(f"store {t} {value(a)}, ptr {r}.c{k}")
-    bind("@i", local(f"{r}.ix", 1), "i")
+    bind("@i", local(f"{r}.ix", 1, "index"), "i")
     bind("@c", f"{r}.cap", "c")
-    bind("@sum", local(f"{r}.sums", region.sums), "sum")
+    bind("@sum", local(f"{r}.sums", region.sums, "sums"), "sum")
     buf = scratch(f"{r}.buf", area["buf"])
     for e in range(region.sums):
         out.append(f"store {t} {zero}, ptr {scratch(f'{r}.acc{e}', area['buf'] + e)}")
@@ -101,7 +108,7 @@ def loop(graph: Graph, plan, i: int, value, port, block: list, t: str, prefix: s
         for k, a in enumerate(node.args[len(node.args) - region.carry:]):
             out.append(f"store {t} {value(a)}, ptr {scratch(f'{r}.h{k}', area['buf'] + first + k)}")
         bind("@h", f"{r}.h0", "h")
-        bind("@next", local(f"{r}.nx", region.carry), "next")
+        bind("@next", local(f"{r}.nx", region.carry, "next"), "next")
     body_scratch = scratch(f"{r}.bs", area["body"])
     out += [f"br label %r{i}.head", f"r{i}.head:",
             f"{r}.it = phi i64 [ 0, %{block[0]} ], [ {r}.next, %r{i}.head ]",
