@@ -313,3 +313,37 @@ def test_random_programs_gradient_matches_finite_differences(expr, seed):
     if abs(fd - far) > 1e-4 * (1 + abs(fd)):
         return
     assert jv == pytest.approx(fd, rel=1e-5, abs=1e-6)
+
+
+@pytest.mark.parametrize("mode", ["forward", "reverse"])
+def test_a_jacobian_placed_from_its_sweeps_entries(mode):
+    """The Jacobian's grid is filled from the entries each sweep has (not tried element by
+    element): an output holding one node at several places, inputs by name, and a
+    million-element Jacobian of a linear map."""
+    prog = diffdsl.compile("input x[3]\ninput w[2]\n"
+                           "output y = [x[0] * w[1], x[0] * w[1], sin(x[2]) * w[0], x[1]]",
+                           cache=False)
+    x, w = np.array([1.0, 2.0, 3.0]), np.array([4.0, 5.0])
+    jac = prog.jacobian(x=x, w=w, mode=mode)
+    np.testing.assert_array_equal(jac["x"], [[5, 0, 0], [5, 0, 0], [0, 0, 4 * np.cos(3)],
+                                             [0, 1, 0]])
+    np.testing.assert_array_equal(jac["w"], [[0, 1], [0, 1], [np.sin(3), 0], [0, 0]])
+    big = diffdsl.compile("input x[1000]\noutput y = x * 2", cache=False)
+    np.testing.assert_array_equal(big.jacobian(x=np.ones(1000), mode=mode)["x"], 2 * np.eye(1000))
+
+
+def test_long_ports_keep_graphs_apart():
+    """A port past LONG_PORT ids is keyed by their digest: graphs that differ in one id of it
+    differ, equal ones are equal."""
+    from diffdsl.graph.ir import LONG_PORT, Builder, Port
+    b = Builder()
+    x = [b.input("x", k) for k in range(3)]
+    n = LONG_PORT + 5
+    inputs = {"x": Port((3,), tuple(x))}
+
+    def graph(last: int):
+        ids = tuple([x[0]] * (n - 1) + [x[last]])
+        return b.graph(inputs, {"y": Port((n,), ids)})
+
+    assert graph(1).key() == graph(1).key()
+    assert graph(1).key() != graph(2).key()

@@ -10,6 +10,8 @@ Derivative graphs name their ports so they cannot clash with `.dd` names:
 
 from __future__ import annotations
 
+import numpy as np
+
 from ..errors import UsageError
 from .ir import Builder, Graph, Port
 from .loops import explicit, share_stored, written_out
@@ -158,15 +160,36 @@ def jacobian(graph: Graph, of: str | None = None, wrt=None, mode: str = "auto") 
     zero = b.const(0.0)  # once: a dense Jacobian may have millions of zeros
     for name in wrt:
         port = graph.inputs[name]
-        ids = []
-        for k, o in enumerate(out.ids):
-            for i in port.ids:
-                if mode == "reverse":
-                    ids.append(rows[k].get(i, zero))
-                else:
-                    ids.append(columns[i].get(o, zero))
-        outputs[d_name(name)] = Port(out.shape + port.shape, tuple(ids))
+        grid = _jacobian_grid(out.ids, port.ids, rows if mode == "reverse" else columns,
+                              mode, zero)
+        outputs[d_name(name)] = Port(out.shape + port.shape, tuple(grid.ravel().tolist()))
     return share_stored(b.graph(dict(graph.inputs), outputs))
+
+
+def _jacobian_grid(outs, ins, sweeps, mode: str, zero: int) -> np.ndarray:
+    """The node of each d out[k] / d in[c]: `sweeps` are the reverse sweeps by output
+    position (`rows`) or the forward ones by input node (`columns`), each a dict node ->
+    derivative node; `zero` where a sweep has none. Filled from the entries present, not
+    tried element by element: a Jacobian of 10^6 elements is mostly zeros."""
+    grid = np.full((len(outs), len(ins)), zero, dtype=np.int64)
+    if mode == "reverse":
+        lookup, across = {i: c for c, i in enumerate(ins)}, enumerate(sweeps)
+    else:
+        lookup = {}
+        for k, o in enumerate(outs):  # an output may hold one node at several places
+            lookup.setdefault(o, []).append(k)
+        across = ((c, sweeps[i]) for c, i in enumerate(ins))
+    for at, sweep in across:
+        for node, value in sweep.items() if len(sweep) < len(lookup) else \
+                ((node, sweep[node]) for node in lookup if node in sweep):
+            place = lookup.get(node)
+            if place is None:
+                continue
+            if mode == "reverse":
+                grid[at, place] = value
+            else:
+                grid[place, at] = value
+    return grid
 
 
 def hessian(graph: Graph, of: str | None = None, wrt=None) -> Graph:

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import hashlib
 import math
+from array import array
 from dataclasses import dataclass, field
 
 from .. import limits
@@ -23,6 +24,8 @@ from .ops import OPS
 from .region import Region
 from .rewrites import RULES
 from .verify import VERIFY_ENV, GraphError, verify, verifying  # noqa: F401 (re-exported)
+
+LONG_PORT = 4096  # ids past which a port's canonical text is a digest of them
 
 
 @dataclass(frozen=True)
@@ -54,7 +57,8 @@ class Port:
     def moved(self, new_id) -> Port:
         """The same port with its node ids mapped through `new_id` (a dict or a list)."""
         whole = None if self.whole is None else (new_id[self.whole[0]], self.whole[1])
-        return Port(self.shape, tuple(new_id[i] for i in self.ids), self.span, whole)
+        # map: a Jacobian's port may hold 10^6 ids, and a generator costs twice as much
+        return Port(self.shape, tuple(map(new_id.__getitem__, self.ids)), self.span, whole)
 
     def roots(self) -> tuple[int, ...]:
         """The nodes the port names: its elements, or the node it is whole on."""
@@ -123,6 +127,13 @@ class Graph:
 
 
 def _ids(ids) -> str:
+    if len(ids) > LONG_PORT:  # a Jacobian's million ids: their digest, not their digits
+        try:
+            packed = array("q", ids).tobytes()
+        except (TypeError, OverflowError):  # not ids: written out, for verify to refuse
+            pass
+        else:
+            return f"[{len(ids)} ids {hashlib.blake2b(packed, digest_size=20).hexdigest()}]"
     return "[%" + " %".join(map(str, ids)) + "]" if ids else "[]"
 
 
