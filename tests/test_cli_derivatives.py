@@ -104,3 +104,35 @@ def test_grad_of_an_array_output_says_what_to_use(capsys):
                  "A=[[1,2,3,4],[5,6,7,8],[9,10,11,12]]"]) == 2
     err = capsys.readouterr().err
     assert "one element" in err and "jacobian" in err
+
+
+def test_hessian_diagonal(capsys, tmp_path):
+    """`hessian --diagonal`: d²f/dx_k² by input, against the closed form of Rosenbrock's
+    Hessian's diagonal; in text, in .npz, for a batch; with --sparse, exit 2."""
+    x = np.array([1.2, 1.0, 0.8, 1.0])
+
+    def closed_form(x):
+        d = np.zeros_like(x)
+        d[:-1] += 1200 * x[:-1] ** 2 - 400 * x[1:] + 2
+        d[1:] += 200
+        return d
+
+    got = run_json(capsys, "hessian", str(EX / "rosenbrock.dd"), "--inputs",
+                   f"x={json.dumps(x.tolist())}", "--diagonal")
+    assert set(got) == {"of", "value", "hessian_diagonal"}
+    np.testing.assert_allclose(got["hessian_diagonal"]["x"], closed_form(x), rtol=1e-12)
+    batch = np.random.default_rng(1).uniform(0.5, 1.5, size=(3, 4))
+    got = run_json(capsys, "hessian", str(EX / "rosenbrock.dd"), "--inputs",
+                   f"x={json.dumps(batch.tolist())}", "--diagonal")
+    np.testing.assert_allclose(got["hessian_diagonal"]["x"], [closed_form(b) for b in batch],
+                               rtol=1e-12)
+    out = tmp_path / "h.npz"
+    assert main(["hessian", str(EX / "rosenbrock.dd"), "--inputs", f"x={json.dumps(x.tolist())}",
+                 "--diagonal", "--output", str(out)]) == 0
+    np.testing.assert_allclose(np.load(out)["hessian_diagonal.x"], closed_form(x), rtol=1e-12)
+    assert main(["hessian", str(EX / "rosenbrock.dd"), "--inputs", f"x={json.dumps(x.tolist())}",
+                 "--diagonal"]) == 0
+    assert "\u2202\u00b2f/\u2202x\u00b2 =" in capsys.readouterr().out
+    assert main(["hessian", str(EX / "rosenbrock.dd"), "--inputs", f"x={json.dumps(x.tolist())}",
+                 "--diagonal", "--sparse"]) == 2
+    assert "--diagonal or --sparse" in capsys.readouterr().err

@@ -56,6 +56,11 @@ def build_parser() -> argparse.ArgumentParser:
                            help="a sparse matrix over the flattened output (hessian: inputs) "
                                 "and the --wrt inputs' elements, by graph colouring; --output "
                                 "and --json give its CSR parts")
+        if name == "hessian":
+            p.add_argument("--diagonal", action="store_true",
+                           help="only the second derivatives d2f/dx_k^2, an array of each "
+                                "input's shape: a forward sweep per colour of the Hessian's "
+                                "pattern")
     p = evaluating("vjp", "Seed times the Jacobian (reverse mode; PyTorch's grad_output).")
     _of_wrt(p)
     p.add_argument("--seed", required=True, metavar="VALUE|FILE",

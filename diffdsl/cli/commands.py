@@ -42,6 +42,10 @@ def cmd_derivative(args) -> int:
     """grad, jacobian, hessian, vjp, jvp and hvp: the value and the derivative in one
     evaluation."""
     kind = args.command
+    if getattr(args, "diagonal", False):
+        if args.sparse:
+            raise UsageError("hessian takes --diagonal or --sparse, not both")
+        kind = "hessian_diagonal"
     prog = _program(args)
     of = prog.output_name(args.of)
     if getattr(args, "sparse", False):

@@ -61,6 +61,9 @@ def derivative_items(kind: str, of: str, result) -> list[tuple[str, str, object]
     if kind == "hessian":
         return [(f"\u2202\u00b2{of}/\u2202{a}\u2202{b}", f"hessian.{a}.{b}", h)
                 for a, row in result.items() for b, h in row.items()]
+    if kind == "hessian_diagonal":
+        return [(f"\u2202\u00b2{of}/\u2202{name}\u00b2", f"hessian_diagonal.{name}", r)
+                for name, r in result.items()]
     if kind == "jvp":
         return [(f"jvp {of}", "jvp", result)]
     word = {"vjp": "vjp ", "hvp": f"hvp {of} "}.get(kind, "\u2202" + of + "/\u2202")
