@@ -16,8 +16,6 @@ one walk of the body does not say: a graph with one is written out first (`summa
 
 from __future__ import annotations
 
-from functools import lru_cache
-
 import numpy as np
 
 from .ir import Graph
@@ -62,10 +60,13 @@ def summarisable(graph: Graph) -> bool:
 
 
 def walk(graph: Graph, seeds: dict[int, int], tops: list[int],
-         pairs: set | None) -> list[int]:
+         pairs: set | None, bodies: dict | None = None) -> list[int]:
     """For each node, the bit set of the columns its value depends on through derivatives
     (`seeds`: node -> its columns); with `pairs`, add the (a, b) bit sets that each nonlinear
-    op whose value reaches one of `tops` joins (every column of a with every column of b)."""
+    op whose value reaches one of `tops` joins (every column of a with every column of b).
+    `bodies` keeps each region's walk of its body for this walk and those inside it (not
+    for the process: a pullback's body may be large)."""
+    bodies = {} if bodies is None else bodies
     nodes = graph.nodes
     deps = [0] * len(nodes)
     live = _reaching(graph, tops) if pairs is not None else None
@@ -76,7 +77,9 @@ def walk(graph: Graph, seeds: dict[int, int], tops: list[int],
             continue
         op = node.op
         if op == "region":
-            values[i] = _Loop(node, deps)
+            if node.attr not in bodies:
+                bodies[node.attr] = _Body(node.attr.body, bodies)
+            values[i] = _Loop(node, deps, bodies[node.attr])
             if pairs is not None and live[i]:
                 values[i].join(pairs)
             continue
@@ -128,27 +131,23 @@ class _Body:
     """One walk of a region's body over its own columns: the columns (port, element) of its
     inputs, its outputs' bit sets, and the pairs its nonlinear ops join."""
 
-    def __init__(self, body: Graph):
+    def __init__(self, body: Graph, bodies: dict):
         inputs = [i for i, node in enumerate(body.nodes) if node.op == "input"]
         self.columns = [body.nodes[i].attr for i in inputs]
         outs = [o for port in body.outputs.values() for o in port.ids]
         self.pairs: set = set()
-        deps = walk(body, {node: 1 << k for k, node in enumerate(inputs)}, outs, self.pairs)
+        deps = walk(body, {node: 1 << k for k, node in enumerate(inputs)}, outs, self.pairs,
+                    bodies)
         self.outputs = {name: [deps[o] for o in port.ids] for name, port in body.outputs.items()}
-
-
-@lru_cache(maxsize=256)
-def _body(region) -> _Body:
-    return _Body(region.body)
 
 
 class _Loop:
     """A region node seen from the graph that holds it: its values' bit sets and the pairs
     of columns its iterations join, from one walk of its body."""
 
-    def __init__(self, node, deps: list[int]):
+    def __init__(self, node, deps: list[int], body: _Body):
         region = node.attr
-        self.region, self.body = region, _body(region)
+        self.region, self.body = region, body
         self.captured = [deps[a] for a in node.args[:region.captures]]
         self.streams, at = [], region.captures
         for j in range(len(region.streams)):

@@ -69,7 +69,8 @@ def jacobian_pattern(graph: Graph, of: str | None = None, wrt=None) -> Pattern:
 
 def hessian_pattern(graph: Graph, of: str | None = None, wrt=None) -> Pattern:
     """The symmetric pattern of the Hessian of a one-element output over the `wrt` columns.
-    Loops stay loops (pattern_walk.py) unless one carries a state, which is written out."""
+    Loops stay loops (pattern_walk.py), except where one carries a state or streams another
+    loop's values: then the graph is written out first."""
     graph = walkable(graph)
     of = pick_output(graph, of)
     require_scalar(graph, of, "hessian")
