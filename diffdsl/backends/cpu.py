@@ -30,6 +30,7 @@ import numpy as np
 
 from .. import progress
 from ..graph.ir import Graph
+from ..graph.loops import has_regions
 from . import llvm, native
 
 # Graphs with more nodes than this run on the tape; from bench/compile.py (README).
@@ -95,10 +96,6 @@ def code_size(graph: Graph) -> int:
     return size
 
 
-def has_loops(graph: Graph) -> bool:
-    return any(node.op == "region" for node in graph.nodes)
-
-
 def _build(graph: Graph, dtype: str) -> tuple[bytes, int]:
     """Object code of `graph` and the scratch it needs; a bar names the step under way."""
     nodes = len(graph.nodes)
@@ -107,7 +104,7 @@ def _build(graph: Graph, dtype: str) -> tuple[bytes, int]:
         text, slots = emit(graph, dtype)
         shown.update()
         shown.set_postfix_str("machine code")
-        obj = native.compile_ir(text, code_size(graph), loops=has_loops(graph))
+        obj = native.compile_ir(text, code_size(graph), loops=has_regions(graph))
         shown.update()
     return obj, slots
 

@@ -61,15 +61,17 @@ def _machine():
             _state["tm"] = machines
             _state["jit"] = llvm.create_lljit_compiler(machines[1])
             _state["symbols"], _state["vectors"] = _runtime_symbols()
+            names = sorted(v[1] for found in _state["vectors"].values() for v in found)
+            _state["vector_id"] = f"{zlib.crc32(' '.join(names).encode()):08x}"
         return _state["tm"], _state["jit"]
 
 
 def target_id() -> str:
     """What object code depends on besides the graph: for cache keys."""
-    vectors = sorted(v[1] for found in vector_math().values() for v in found)
+    _machine()
     return (f"{llvm.get_process_triple()} {llvm.get_host_cpu_name()} "
             f"{llvm.get_host_cpu_features().flatten()} llvmlite {llvmlite.__version__} "
-            f"vector math {zlib.crc32(' '.join(vectors).encode()):08x}")
+            f"vector math {_state['vector_id']}")
 
 
 def vector_math() -> dict[str, tuple[tuple[str, str, int], ...]]:

@@ -20,8 +20,9 @@ from pathlib import Path
 
 from ..errors import UsageError
 from ..files import atomic_path
+from ..graph.loops import has_regions
 from . import llvm, native
-from .cpu import code_size, has_loops
+from .cpu import code_size
 
 # The emitter's entries a C program cannot call, and what they need of CPython.
 _PYTHON_ENTRIES = ("define ptr @diffdsl_point(", "define ptr @diffdsl_batch(")
@@ -54,7 +55,7 @@ def module_text(graph, name: str, dtype: str) -> tuple[str, int]:
 def object_code(graph, name: str, dtype: str) -> tuple[bytes, int]:
     """Object code of `module_text`, compiled as the engine compiles its kernels."""
     text, scratch = module_text(graph, name, dtype)
-    return native.compile_ir(text, code_size(graph), loops=has_loops(graph)), scratch
+    return native.compile_ir(text, code_size(graph), loops=has_regions(graph)), scratch
 
 
 def compiler() -> list[str]:
