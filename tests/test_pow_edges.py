@@ -49,3 +49,25 @@ def test_dynamic_exponent_batch_matches_c_pow(backend):
     got = prog(x=xs, e=es, backend=backend)
     for (b, e), g in zip(pairs, got, strict=True):
         assert _same(float(g), _libm.pow(b, e)), (backend, b, e, g)
+
+
+def test_negative_bases_in_a_vectorised_loop_match_c_pow():
+    """In a loop the CPU calls the vector pow with |x| and puts the sign and the NaN back
+    itself (ops.py, `_POW_LL`): integer exponents, odd and even, of negative bases (llsq's
+    t ** j) keep C's sign, and non-integers give NaN, to an ulp of C's pow (the vector pow is
+    not correctly rounded, as the scalar one is not)."""
+    rng = np.random.default_rng(7)
+    n = 600
+    x = -rng.uniform(0.05, 3.0, n)
+    x[:40] = [b for b in BASES for _ in range(4)]
+    e = rng.integers(-9, 10, n).astype(float)
+    e[::7] += rng.uniform(0.1, 0.9, len(e[::7]))  # some not integers
+    e[1::13] = rng.choice([0.0, -0.0, math.inf, -math.inf, 2.0**53, 2.0**53 + 2], len(e[1::13]))
+    prog = diffdsl.compile(f"input x[{n}]\ninput e[{n}]\n"
+                           f"output y = [x[i] ** e[i] for i in range({n})]\n", cache=False)
+    got = prog(x=x, e=e, backend="cpu")
+    want = np.array([_libm.pow(a, b) for a, b in zip(x, e, strict=True)])
+    assert np.array_equal(np.isnan(got), np.isnan(want))
+    finite = ~np.isnan(want)
+    assert np.array_equal(np.signbit(got[finite]), np.signbit(want[finite]))
+    np.testing.assert_array_max_ulp(got[finite], want[finite], maxulp=1)
