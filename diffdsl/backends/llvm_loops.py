@@ -8,6 +8,8 @@ from __future__ import annotations
 from ..graph.ir import Graph
 
 LOCAL = 64  # a region's captures, sums or next state up to this many values are allocas
+ADD_LOOP = 16  # from this many sums in a row, a loop adds them (`_add_runs`)
+COPY_RUN = 16  # from this many captures in a row, a block copies them (`_pieces`)
 
 
 def _run_of(graph: Graph, plan, ids) -> tuple | None:
@@ -30,6 +32,26 @@ def _run_of(graph: Graph, plan, ids) -> tuple | None:
         if other.op != "part" or other.args[0] != r or other.attr != e + m:
             return None
     return "buf", plan.areas[r]["buf"] + e
+
+
+def _pieces(graph: Graph, plan, ids) -> list[tuple]:
+    """`ids` cut into (first, count, run): runs of at least COPY_RUN elements that lie in a
+    row (`_run_of`), copied as blocks, and single values (run None), stored one by one. A
+    loop that captures a whole matrix (k-means' centroids, in every iteration over the
+    points) then copies it with one call, not an instruction pair per element."""
+    pieces, k = [], 0
+    while k < len(ids):
+        m = 1
+        if k + 1 < len(ids) and _run_of(graph, plan, ids[k:k + 2]) is not None:
+            m = 2
+            while k + m < len(ids) and _run_of(graph, plan, ids[k + m - 1:k + m + 1]) is not None:
+                m += 1
+        if m >= COPY_RUN:
+            pieces.append((k, m, _run_of(graph, plan, ids[k:k + m])))
+        else:
+            pieces += [(k + q, 1, None) for q in range(m)]
+        k += m
+    return pieces
 
 
 def stream_run(graph: Graph, plan, region, j: int, ids) -> tuple | None:
@@ -78,15 +100,34 @@ def loop(graph: Graph, plan, i: int, value, port, block: list, t: str, prefix: s
                    f"{names.index(port_name)}")
         out.append(f"store ptr {pointer}, ptr {slot}")
 
-    for k, a in enumerate(node.args[:region.captures]):
+    size = 4 if t == "float" else 8
+    for k, m, run in _pieces(graph, plan, node.args[:region.captures]):
         out.append(f"{r}.c{k} = getelementptr inbounds {t}, ptr {r}.cap, i64 {k}")
-        out.append(f"store {t} {value(a)}, ptr {r}.c{k}")
+        if run is None:
+            out.append(f"store {t} {value(node.args[k])}, ptr {r}.c{k}")
+            continue
+        base = "%s" if run[0] == "buf" else port(run[0])
+        out += [f"{r}.cf{k} = getelementptr inbounds {t}, ptr {base}, i64 {run[1]}",
+                f"call void @llvm.memcpy.p0.p0.i64(ptr {r}.c{k}, ptr {r}.cf{k}, "
+                f"i64 {m * size}, i1 false)"]
     bind("@i", local(f"{r}.ix", 1, "index"), "i")
     bind("@c", f"{r}.cap", "c")
     bind("@sum", local(f"{r}.sums", region.sums, "sums"), "sum")
     buf = scratch(f"{r}.buf", area["buf"])
+    runs = _add_runs(region)
+    looped = {e for start, stop in runs for e in range(start, stop)}
     for e in range(region.sums):
-        out.append(f"store {t} {zero}, ptr {scratch(f'{r}.acc{e}', area['buf'] + e)}")
+        if e not in looped:
+            out.append(f"store {t} {zero}, ptr {scratch(f'{r}.acc{e}', area['buf'] + e)}")
+    for start, stop in runs:  # their accumulators start at -0.0, stored by a loop
+        z = f"r{i}.z{start}"
+        out += [f"br label %{z}", f"{z}:",
+                f"%{z}.e = phi i64 [ {start}, %{block[0]} ], [ %{z}.en, %{z} ]",
+                f"%{z}.p = getelementptr inbounds {t}, ptr {buf}, i64 %{z}.e",
+                f"store {t} {zero}, ptr %{z}.p", f"%{z}.en = add i64 %{z}.e, 1",
+                f"%{z}.more = icmp slt i64 %{z}.en, {stop}",
+                f"br i1 %{z}.more, label %{z}, label %{z}.done", f"{z}.done:"]
+        block[0] = f"{z}.done"
     bases, at = [], region.captures
     for j in range(len(region.streams)):
         ids = node.args[at:at + region.taken(j)]
@@ -133,7 +174,22 @@ def loop(graph: Graph, plan, i: int, value, port, block: list, t: str, prefix: s
                    "i1 false)")
     if region.winners:
         out.append(f"{r}.later = icmp ne i64 {r}.it, 0")
+    latch = f"r{i}.head"  # the block that ends an iteration: the index's phi names it
+    for start, stop in runs:  # acc[e] += sums[e], as a loop the vectoriser takes
+        a = f"{r}.a{start}"
+        out += [f"br label %{a[1:]}.head", f"{a[1:]}.head:",
+                f"{a}.e = phi i64 [ {start}, %{latch} ], [ {a}.en, %{a[1:]}.head ]",
+                f"{a}.tp = getelementptr inbounds {t}, ptr {r}.sums, i64 {a}.e",
+                f"{a}.t = load {t}, ptr {a}.tp",
+                f"{a}.up = getelementptr inbounds {t}, ptr {buf}, i64 {a}.e",
+                f"{a}.u = load {t}, ptr {a}.up", f"{a}.v = fadd {t} {a}.u, {a}.t",
+                f"store {t} {a}.v, ptr {a}.up", f"{a}.en = add i64 {a}.e, 1",
+                f"{a}.more = icmp slt i64 {a}.en, {stop}",
+                f"br i1 {a}.more, label %{a[1:]}.head, label %{a[1:]}.done", f"{a[1:]}.done:"]
+        latch = f"{a[1:]}.done"
     for e in range(region.sums):
+        if e in looped:
+            continue
         out += [f"{r}.t{e}.p = getelementptr inbounds {t}, ptr {r}.sums, i64 {e}",
                 f"{r}.t{e} = load {t}, ptr {r}.t{e}.p",
                 f"{r}.u{e} = load {t}, ptr {r}.acc{e}"]
@@ -150,7 +206,25 @@ def loop(graph: Graph, plan, i: int, value, port, block: list, t: str, prefix: s
                     f"{r}.wn{e} = select i1 {r}.k{e}, {t} {r}.wo{e}, {t} {r}.itf",
                     f"store {t} {r}.wn{e}, ptr {w}"]
         out.append(f"store {t} {r}.v{e}, ptr {r}.acc{e}")
+    phi = out.index(f"{r}.it = phi i64 [ 0, %{block[0]} ], [ {r}.next, %r{i}.head ]")
+    out[phi] = f"{r}.it = phi i64 [ 0, %{block[0]} ], [ {r}.next, %{latch} ]"
     out += [f"{r}.next = add i64 {r}.it, 1", f"{r}.more = icmp slt i64 {r}.next, {region.n}",
             f"br i1 {r}.more, label %r{i}.head, label %r{i}.done", f"r{i}.done:"]
     block[0] = f"r{i}.done"
     return out
+
+
+def _add_runs(region) -> list[tuple[int, int]]:
+    """Runs [start, stop) of at least ADD_LOOP sums combined by `+`, which the loop's latch
+    adds as a loop of its own rather than one instruction each: a pullback that sums the
+    cotangents of thousands of captured values stays short code (each accumulator still
+    adds its iterations in order)."""
+    runs, e = [], 0
+    while e < region.sums:
+        stop = e
+        while stop < region.sums and region.kind(stop) == "add":
+            stop += 1
+        if stop - e >= ADD_LOOP:
+            runs.append((e, stop))
+        e = stop + 1
+    return runs

@@ -50,7 +50,7 @@ def _at_winner(bb: Builder, index: int, winner: int, value: int) -> int:
 
 
 def region_pullback(b: Builder, at: int, node, cts: dict[int, int], active: bytearray,
-                    sweep, guards: dict) -> tuple[list, list]:
+                    sweep, guards: dict, guards_wanted: bool = True) -> tuple[list, list]:
     """The cotangent parts of the arguments of region node `at` (None where none), given
     the cotangents `cts` of its values, and beside each the condition under which it may be
     nonzero (None: always); `sweep` is the module of the sweeps. A min or max sends its
@@ -61,7 +61,8 @@ def region_pullback(b: Builder, at: int, node, cts: dict[int, int], active: byte
     maximum over the iterations for a capture), so that a partial derivative outside that
     is infinite there meets a select, not 0 * inf. The same holds inward: `guards` holds the
     guard (outside) of each value's cotangent, and a seed under a guard carries its
-    indicator into the body."""
+    indicator into the body. With `guards_wanted` False no one reads the guards of the
+    arguments' cotangents (inputs of the outermost graph), and the body carries none out."""
     region: Region = node.attr
     captures, streams = split_args(region, node.args)
     p, q, n = region.sums, region.maps, region.n
@@ -107,7 +108,7 @@ def region_pullback(b: Builder, at: int, node, cts: dict[int, int], active: byte
     sources |= {i for j in live_streams for i in ports[f"@s{j}"]}
     inner: dict = {}
     ct = sweep.reverse(bb, len(bb.nodes), sweep.active_nodes(bb, sources), seeds,
-                       guards_out=inner, seed_guards=seed_guards)
+                       guards_out=inner if guards_wanted else None, seed_guards=seed_guards)
     cap_nodes = [ports["@c"][k] for k in live_caps]
     map_nodes = [i for j in live_streams for i in ports[f"@s{j}"]]
     sums = [ct.get(x, zero) for x in cap_nodes]
@@ -196,11 +197,13 @@ def _stream_bases(region: Region) -> list[int]:
     return bases
 
 
-def region_tangent(b: Builder, at: int, node, ts: list, sweep, gs: list) -> tuple:
+def region_tangent(b: Builder, at: int, node, ts: list, sweep, gs: list,
+                   guards_wanted: bool = True) -> tuple:
     """A region node whose values are the tangents of those of region node `at`, given the
     tangents `ts` of its arguments (None where none): its sums and maps, and no winners (a
     winner is piecewise constant). A min's or max's tangent is the one of its winner. With
-    it, whether its values carry guards (see `region_pullback`); `tangent_value` reads it."""
+    it, whether its values carry guards (see `region_pullback`; none where `guards_wanted` is
+    False: no node reads its values' guards); `tangent_value` reads it."""
     region: Region = node.attr
     won = region.winners
     k = region.captures
@@ -218,7 +221,7 @@ def region_tangent(b: Builder, at: int, node, ts: list, sweep, gs: list) -> tupl
     tangents, seed_guards = tangent_seeds(bb, ports, region, chosen)
     inner: dict = {}
     t = sweep.forward(bb, len(bb.nodes), sweep.active_nodes(bb, set(tangents)), tangents,
-                      guards_out=inner, seed_guards=seed_guards)
+                      guards_out=inner if guards_wanted else None, seed_guards=seed_guards)
     zero = bb.const(0.0)
     sums = [t.get(i, zero) for i in out["@sum"]]
     maps = [t.get(i, zero) for i in out["@map"]]

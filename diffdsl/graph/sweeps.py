@@ -16,6 +16,8 @@ from .loops import materialize
 from .ops import OPS
 from .wholes import WholeCt
 
+LEAVES = ("input", "const", "array")  # nodes without arguments: no pullback reads a guard
+
 LOOPED = ("region", "part")
 
 
@@ -90,10 +92,17 @@ def reverse(b: Builder, stop: int, active: bytearray, seeds: list[tuple[int, int
             if i not in reached:
                 continue
             node = _materialized(b, node, active, keep_arrays=not node.attr.carry)
-            pullback = scan_sweeps.scan_pullback if node.attr.carry else \
-                loop_sweeps.region_pullback
-            parts, shown = pullback(b, i, node, reached.pop(i), active, _self(),
-                                    part_guards.pop(i))
+            if node.attr.carry:
+                parts, shown = scan_sweeps.scan_pullback(b, i, node, reached.pop(i), active,
+                                                         _self(), part_guards.pop(i))
+            else:
+                # The guards of its arguments' cotangents are read only by their own
+                # pullbacks, or by a region around this sweep: for inputs and constants of
+                # a graph that is no body they are never read, and not computed.
+                wanted = guards_out is not None or any(
+                    active[a] and b.nodes[a].op not in LEAVES for a in node.args)
+                parts, shown = loop_sweeps.region_pullback(
+                    b, i, node, reached.pop(i), active, _self(), part_guards.pop(i), wanted)
             routes = copies = False
         else:
             c = ct.get(i)
@@ -189,6 +198,7 @@ def forward(b: Builder, stop: int, active: bytearray, tangents: dict[int, int],
     guard: dict[int, int | None] = dict.fromkeys(tangents)
     guard.update(seed_guards or {})  # a scan's carried tangent, 0 where its guard is false
     region_tangent: dict[int, int] = {}
+    read = None  # the regions some of whose values a node in the sweep uses (`_read_parts`)
     for i in range(start, stop):
         if i in t or not active[i]:
             continue
@@ -208,9 +218,16 @@ def forward(b: Builder, stop: int, active: bytearray, tangents: dict[int, int],
                                                                                 strict=True)]
                 ts = [x if x is None or g is None else b.select(g, x, b.const(0.0))
                       for x, g in zip(ts, gs, strict=True)]
-                tangent = scan_sweeps.scan_tangent if node.attr.carry else \
-                    loop_sweeps.region_tangent
-                region_tangent[i] = tangent(b, i, node, ts, _self(), gs)
+                if node.attr.carry:
+                    region_tangent[i] = scan_sweeps.scan_tangent(b, i, node, ts, _self(), gs)
+                else:
+                    if read is None:
+                        read = _read_parts(b, start, stop)
+                    # The guards of its values' tangents are read by the nodes that use
+                    # them, or by a region around this sweep: a region whose values are
+                    # only outputs (a gradient's tangent, for the Hessian) carries none.
+                    region_tangent[i] = loop_sweeps.region_tangent(
+                        b, i, node, ts, _self(), gs, guards_out is not None or i in read)
                 guard[i] = _any_guard(b, ts, gs)
             continue
         row = OPS[node.op]
@@ -241,6 +258,13 @@ def forward(b: Builder, stop: int, active: bytearray, tangents: dict[int, int],
     if guards_out is not None:
         guards_out.update(guard)
     return t
+
+
+def _read_parts(b: Builder, start: int, stop: int) -> set[int]:
+    """The region nodes some of whose values (part nodes) are arguments of a node in
+    [start, stop)."""
+    parts = {a for i in range(start, stop) for a in b.nodes[i].args}
+    return {b.nodes[a].args[0] for a in parts if b.nodes[a].op == "part"}
 
 
 def _part_tangent(b: Builder, i: int, node, t: dict, guard: dict, region_tangent: dict):

@@ -44,6 +44,10 @@ def call(lw, e: s.Call, scope):
     if builtin is None:
         raise UnknownNameError(f"unknown function '{e.func}'", e.func_span,
                                hint=suggest_function(lw, e.func))
+    if e.func in REDUCERS and len(e.args) == 1 and isinstance(e.args[0], s.Comprehension):
+        done = _reduced_comprehension(lw, e, scope)
+        if done is not None:
+            return done
     if e.func not in KEPT:
         return builtin(lw.v, [lw.expr(a, scope) for a in e.args], e)
     # an input read in place, or an array expression over one, stays whole where it can
@@ -54,6 +58,22 @@ def call(lw, e: s.Call, scope):
             return done
         args = [elements(lw, a) for a in args]
     return builtin(lw.v, args, e)
+
+
+REDUCERS = ("sum", "mean", "min", "max", "logsumexp")
+
+
+def _reduced_comprehension(lw, e: s.Call, scope):
+    """`min([f(j) for j in range(k)])` of scalars: the same left fold as the generator
+    `min(f(j) for j in range(k))`, so it is kept as that loop (a min-combined reduce, whose
+    pullback goes to the winning iteration) rather than as a map whose k values are folded
+    node by node. None where the loop is short or its items are arrays (the list is made)."""
+    comp = e.args[0]
+    n = regular_range(lw, comp.clauses, scope)
+    if n is None:
+        return None
+    as_generator = s.GenCall(e.func, comp.elt, comp.clauses, e.span, e.func_span)
+    return region_reduce(lw, as_generator, n, scope)
 
 
 SHAPES = ("len", "rows", "cols", "size")  # builtins that read an array's shape alone
