@@ -191,3 +191,27 @@ def test_forward_guards_are_kept_where_a_node_reads_them():
             for name in jk:
                 assert np.all(np.isfinite(jk[name])), (backend, mode, name)
                 np.testing.assert_array_equal(jk[name], jo[name])
+
+
+def test_a_short_min_inside_a_loop_is_a_loop_too():
+    """Inside a loop kept as a loop, a min or max of more than an eighth of the `unroll`
+    limit (8 items of 64) is kept as a loop: k-means with k = 10 has the same graph shape
+    as with k = 1,000, and the gradient and Newton step of the written-out program. At the
+    top level, and for sums, short loops are still written out."""
+    prog, out = build(kmeans(10)), build(kmeans(10), WRITTEN_OUT)
+    assert "min" in combines(prog.graph) and "min" not in ops_of(prog.graph)
+    assert "min" in ops_of(out.graph)
+    rng = np.random.default_rng(10)
+    point = {"P": rng.random((300, 3)), "C": rng.random((10, 3))}
+    for backend in ("numpy", "cpu"):
+        np.testing.assert_allclose(prog.grad(point, backend=backend)["C"],
+                                   out.grad(point, backend=backend)["C"], rtol=1e-13)
+        np.testing.assert_array_equal(
+            prog.hessian(point, wrt=["C"], diagonal=True, backend=backend)["C"],
+            out.hessian(point, wrt=["C"], diagonal=True, backend=backend)["C"])
+    top = build("input x[10]\noutput y = min([x[j] * 2 for j in range(10)])\n")
+    assert not has_regions(top.graph)
+    summed = build("input P[100, 3]\ninput c[10]\n"
+                   "output y = sum(sum([P[i, 0] * c[j] for j in range(10)]) for i in range(100))\n")
+    (outer,) = [node for node in summed.graph.nodes if node.op == "region"]
+    assert not has_regions(outer.attr.body)  # the sum of 10 items is written out

@@ -69,7 +69,7 @@ def _reduced_comprehension(lw, e: s.Call, scope):
     pullback goes to the winning iteration) rather than as a map whose k values are folded
     node by node. None where the loop is short or its items are arrays (the list is made)."""
     comp = e.args[0]
-    n = regular_range(lw, comp.clauses, scope)
+    n = regular_range(lw, comp.clauses, scope, e.func)
     if n is None:
         return None
     as_generator = s.GenCall(e.func, comp.elt, comp.clauses, e.span, e.func_span)
@@ -103,7 +103,7 @@ def generator_call(lw, e: s.GenCall, scope):
                                 f"{', '.join(GENERATOR_BUILTINS[:-1])} and "
                                 f"{GENERATOR_BUILTINS[-1]} do", e.func_span)
     if e.func in ("sum", "mean", "min", "max", "logsumexp"):
-        n = regular_range(lw, e.clauses, scope)
+        n = regular_range(lw, e.clauses, scope, e.func)
         if n is not None:  # long and perhaps regular: tried as a loop that stays a loop
             total = region_reduce(lw, e, n, scope)
             if total is not None:
