@@ -34,7 +34,7 @@ import struct
 import numpy as np
 
 from ..graph.ir import Graph, verify
-from ..graph.ops import OPS
+from ..graph.ops import OPS, POW_CONST_LL
 from .llvm_entries import entries
 from .llvm_loops import loop
 from .llvm_vector import widen
@@ -268,8 +268,10 @@ class _Layout:
 def _spellings(dtype: str) -> dict[str, str]:
     """Each op's `ll` text for `dtype`, operands left as {0}, {1}, {2} and the result {r}."""
     t, suffix, libm = TYPES[dtype]
-    return {name: row.ll.replace("{t}", t).replace("{s}", suffix).replace("{f}", libm)
-            for name, row in OPS.items() if row.ll}
+    texts = {name: row.ll for name, row in OPS.items() if row.ll}
+    texts["pow const"] = POW_CONST_LL  # `x ** c`: `_segment` picks it
+    return {name: text.replace("{t}", t).replace("{s}", suffix).replace("{f}", libm)
+            for name, text in texts.items()}
 
 
 def _segment(graph: Graph, plan: _Layout, start: int, stop: int, last: bool,
@@ -333,7 +335,9 @@ def _segment(graph: Graph, plan: _Layout, start: int, stop: int, last: bool,
             out.extend(loop(graph, plan, i, value, port, block, t, prefix,
                             literal(-0.0, "float64")))
             continue
-        out.append(spell[node.op].format(*[value(a) for a in node.args], r=f"%v{i}"))
+        text = spell["pow const" if node.op == "pow" and
+                     graph.nodes[node.args[1]].op == "const" else node.op]
+        out.append(text.format(*[value(a) for a in node.args], r=f"%v{i}"))
         here.add(i)
         if i in plan.slot:
             out.append(f"%v{i}.ptr = getelementptr inbounds {t}, ptr %s, i64 {plan.slot[i]}")

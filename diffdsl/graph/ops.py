@@ -266,6 +266,11 @@ _POW_LL = ("{r}.a = call {t} @llvm.fabs.{s}({t} {0})\n"  # m = pow(|x|, y)
            "{r}.x = fcmp olt {t} {r}.g, 0.0\n"
            "{r} = select i1 {r}.x, {t} {r}.j, {t} {r}.m")
 
+# A constant exponent (`x ** 2`, everywhere in a GMM) keeps the plain intrinsic: LLVM's
+# optimiser turns it into products, and a graph too big to optimise (O0) would otherwise
+# carry the 17 instructions above per power (GMM at d = 64, k = 50: past 60 s to compile).
+POW_CONST_LL = _intrinsic("pow", 2)
+
 _row("pow", 2, builtin=True, fold=math.pow, numpy="c_power({0}, {1})", numba="({0} ** {1})",
      sympy="sp.Pow({0}, {1})", symbol="**", ll=_POW_LL,
      pullback=lambda g, a, out, ct: (
