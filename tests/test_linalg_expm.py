@@ -11,7 +11,7 @@ import mpmath
 import numpy as np
 import pytest
 import scipy.linalg as sl
-from hypothesis import given, settings
+from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
 import diffdsl
@@ -140,10 +140,15 @@ def test_hypothesis_random_matrices(seed, decade):
     rng = np.random.default_rng(seed)
     A = rng.standard_normal((3, 3))
     A *= 10 ** decade / np.abs(A).sum(axis=0).max()
+    want = exact(A)
+    assume(np.all(np.isfinite(want)))  # exp of a norm near 1000 may be past float64 (seed 240)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", RuntimeWarning)
-        kappa = np.nan_to_num(sl.expm_cond(A))
+        try:
+            kappa = np.nan_to_num(sl.expm_cond(A))
+        except ValueError:  # SciPy's estimate meets inf inside, near overflow
+            kappa = 0.0
     # SciPy's estimate fails where expm is near overflow; the condition number of exp at a
     # normal matrix is its norm, and no matrix has a smaller one (Van Loan 1977)
     kappa = max(kappa, 10 ** decade)
-    assert rel(prog(3)(A=A, W=A)["E"], exact(A)) < max(1e-13, 4 * U * kappa)
+    assert rel(prog(3)(A=A, W=A)["E"], want) < max(1e-13, 4 * U * kappa)
