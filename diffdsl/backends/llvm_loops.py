@@ -5,6 +5,8 @@ graph's layout (llvm._Layout): where each value lives, and each region's areas o
 
 from __future__ import annotations
 
+from itertools import pairwise
+
 from ..graph.ir import Graph
 
 LOCAL = 64  # a region's captures, sums or next state up to this many values are allocas
@@ -12,26 +14,29 @@ ADD_LOOP = 16  # from this many sums in a row, a loop adds them (`_add_runs`)
 COPY_RUN = 16  # from this many captures in a row, a block copies them (`_pieces`)
 
 
+def _follows(graph: Graph, plan, a: int, b: int) -> bool:
+    """Whether value b lies right after value a: the next element of one input's port, or
+    the next value of one region."""
+    if a in plan.source:
+        k, e = plan.source[a]
+        return plan.source.get(b) == (k, e + 1)
+    first, then = graph.nodes[a], graph.nodes[b]
+    return first.op == "part" and then.op == "part" and then.args[0] == first.args[0] \
+        and then.attr == first.attr + 1
+
+
 def _run_of(graph: Graph, plan, ids) -> tuple | None:
     """Where a stream's elements already lie in a row, one after another: (port, first
     element) of an input, or ("buf", first scratch element) of a region's values."""
-    if not ids:
+    if not ids or not all(_follows(graph, plan, a, b) for a, b in pairwise(ids)):
         return None
     first = ids[0]
     if first in plan.source:
-        k, e = plan.source[first]
-        if all(plan.source.get(a) == (k, e + m) for m, a in enumerate(ids)):
-            return k, e
-        return None
+        return plan.source[first]
     node = graph.nodes[first]
     if node.op != "part":
         return None
-    r, e = node.args[0], node.attr
-    for m, a in enumerate(ids):
-        other = graph.nodes[a]
-        if other.op != "part" or other.args[0] != r or other.attr != e + m:
-            return None
-    return "buf", plan.areas[r]["buf"] + e
+    return "buf", plan.areas[node.args[0]]["buf"] + node.attr
 
 
 def _pieces(graph: Graph, plan, ids) -> list[tuple]:
@@ -42,10 +47,8 @@ def _pieces(graph: Graph, plan, ids) -> list[tuple]:
     pieces, k = [], 0
     while k < len(ids):
         m = 1
-        if k + 1 < len(ids) and _run_of(graph, plan, ids[k:k + 2]) is not None:
-            m = 2
-            while k + m < len(ids) and _run_of(graph, plan, ids[k + m - 1:k + m + 1]) is not None:
-                m += 1
+        while k + m < len(ids) and _follows(graph, plan, ids[k + m - 1], ids[k + m]):
+            m += 1
         if m >= COPY_RUN:
             pieces.append((k, m, _run_of(graph, plan, ids[k:k + m])))
         else:
@@ -151,8 +154,10 @@ def loop(graph: Graph, plan, i: int, value, port, block: list, t: str, prefix: s
         bind("@h", f"{r}.h0", "h")
         bind("@next", local(f"{r}.nx", region.carry, "next"), "next")
     body_scratch = scratch(f"{r}.bs", area["body"])
+    # The block that ends an iteration, which the index's phi names: the last add loop's.
+    latch = f"r{i}.a{runs[-1][0]}.done" if runs else f"r{i}.head"
     out += [f"br label %r{i}.head", f"r{i}.head:",
-            f"{r}.it = phi i64 [ 0, %{block[0]} ], [ {r}.next, %r{i}.head ]",
+            f"{r}.it = phi i64 [ 0, %{block[0]} ], [ {r}.next, %{latch} ]",
             f"{r}.itf = sitofp i64 {r}.it to {t}", f"store {t} {r}.itf, ptr {r}.ix"]
     for j, (_, stride, offset) in enumerate(region.streams):
         out += [f"{r}.o{j} = mul i64 {r}.it, {stride}", f"{r}.q{j} = add i64 {r}.o{j}, {offset}",
@@ -174,19 +179,19 @@ def loop(graph: Graph, plan, i: int, value, port, block: list, t: str, prefix: s
                    "i1 false)")
     if region.winners:
         out.append(f"{r}.later = icmp ne i64 {r}.it, 0")
-    latch = f"r{i}.head"  # the block that ends an iteration: the index's phi names it
+    before = f"r{i}.head"
     for start, stop in runs:  # acc[e] += sums[e], as a loop the vectoriser takes
-        a = f"{r}.a{start}"
-        out += [f"br label %{a[1:]}.head", f"{a[1:]}.head:",
-                f"{a}.e = phi i64 [ {start}, %{latch} ], [ {a}.en, %{a[1:]}.head ]",
-                f"{a}.tp = getelementptr inbounds {t}, ptr {r}.sums, i64 {a}.e",
-                f"{a}.t = load {t}, ptr {a}.tp",
-                f"{a}.up = getelementptr inbounds {t}, ptr {buf}, i64 {a}.e",
-                f"{a}.u = load {t}, ptr {a}.up", f"{a}.v = fadd {t} {a}.u, {a}.t",
-                f"store {t} {a}.v, ptr {a}.up", f"{a}.en = add i64 {a}.e, 1",
-                f"{a}.more = icmp slt i64 {a}.en, {stop}",
-                f"br i1 {a}.more, label %{a[1:]}.head, label %{a[1:]}.done", f"{a[1:]}.done:"]
-        latch = f"{a[1:]}.done"
+        a = f"r{i}.a{start}"
+        out += [f"br label %{a}", f"{a}:",
+                f"%{a}.e = phi i64 [ {start}, %{before} ], [ %{a}.en, %{a} ]",
+                f"%{a}.tp = getelementptr inbounds {t}, ptr {r}.sums, i64 %{a}.e",
+                f"%{a}.t = load {t}, ptr %{a}.tp",
+                f"%{a}.up = getelementptr inbounds {t}, ptr {buf}, i64 %{a}.e",
+                f"%{a}.u = load {t}, ptr %{a}.up", f"%{a}.v = fadd {t} %{a}.u, %{a}.t",
+                f"store {t} %{a}.v, ptr %{a}.up", f"%{a}.en = add i64 %{a}.e, 1",
+                f"%{a}.more = icmp slt i64 %{a}.en, {stop}",
+                f"br i1 %{a}.more, label %{a}, label %{a}.done", f"{a}.done:"]
+        before = f"{a}.done"
     for e in range(region.sums):
         if e in looped:
             continue
@@ -206,8 +211,6 @@ def loop(graph: Graph, plan, i: int, value, port, block: list, t: str, prefix: s
                     f"{r}.wn{e} = select i1 {r}.k{e}, {t} {r}.wo{e}, {t} {r}.itf",
                     f"store {t} {r}.wn{e}, ptr {w}"]
         out.append(f"store {t} {r}.v{e}, ptr {r}.acc{e}")
-    phi = out.index(f"{r}.it = phi i64 [ 0, %{block[0]} ], [ {r}.next, %r{i}.head ]")
-    out[phi] = f"{r}.it = phi i64 [ 0, %{block[0]} ], [ {r}.next, %{latch} ]"
     out += [f"{r}.next = add i64 {r}.it, 1", f"{r}.more = icmp slt i64 {r}.next, {region.n}",
             f"br i1 {r}.more, label %r{i}.head, label %r{i}.done", f"r{i}.done:"]
     block[0] = f"r{i}.done"

@@ -244,10 +244,9 @@ _row("div", 2, curvature="quotient",
      pullback=lambda g, a, out, ct: (g.div(ct, a[1]), g.neg(g.div(g.mul(ct, out), a[1]))))
 # pow(x, y) of a negative x is, for an integer y, -pow(|x|, y) where y is odd and pow(|x|, y)
 # where it is even, and otherwise NaN (x finite) or pow(|x|, y) (x = -0.0 or -inf): bit for
-# bit, as C's pow computes it. Written so, the vector
-# pow a loop calls (libmvec) takes its fast path, where a negative x sends every lane to the
-# scalar pow (llsq's t ** j, t in [-1, 1]: 10 times as long). The sign is the sign bit's,
-# so pow(-0.0, 3) is -0.0.
+# bit, as C's pow computes it. Written so, the vector pow a loop calls (libmvec) takes its
+# fast path, where a negative x sends every lane to the scalar pow (llsq's t ** j, t in
+# [-1, 1]: 10 times as long). The sign is the sign bit's, so pow(-0.0, 3) is -0.0.
 _POW_LL = ("{r}.a = call {t} @llvm.fabs.{s}({t} {0})\n"  # m = pow(|x|, y)
            "{r}.m = call {t} @llvm.pow.{s}({t} {r}.a, {t} {1})\n"
            "{r}.t = call {t} @llvm.trunc.{s}({t} {1})\n"  # i: y is an integer
