@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import math
+import operator
+
 
 class Index:
     """An affine function of the variables of loops kept as loops (lower/regions.py):
@@ -46,3 +49,34 @@ class Index:
     __bool__ = __int__ = __index__ = __float__ = __eq__ = __ne__ = __lt__ = __le__ = _static
     __gt__ = __ge__ = __neg__ = _static
     __hash__ = object.__hash__
+
+
+def compare(test, a, b) -> bool:
+    """`test(a, b)`, a Python comparison, with a loop index on one side or both: its value
+    where it is the same in every iteration of the loop (`t == 0` in a scan's body, which
+    runs from its second iteration; `i < n` in a loop over range(n)). Where it is not,
+    TypeError writes the loop out, where the condition is static in each iteration."""
+    if isinstance(a, Index) and isinstance(b, Index):  # integers: a - b is exact
+        a, b = a.plus(b.scaled(-1)), 0
+    index, other = (a, b) if isinstance(a, Index) else (b, a)
+
+    def at(i: int) -> bool:  # its value in iteration i
+        v = index.b + sum(k * i for _, k in index.terms)
+        return bool(test(v, other) if index is a else test(other, v))
+
+    if not index.terms:
+        return at(0)
+    if len(index.terms) > 1:
+        raise TypeError("a comparison of the indices of two loops")
+    (body, k), = index.terms
+    n = body.n
+    if test in (operator.eq, operator.ne):  # the other side is v(i) in one iteration at most
+        exact = (other - index.b) / k
+        hit = math.isfinite(exact) and any(
+            0 <= i < n and index.b + k * i == other for i in (math.floor(exact),
+                                                              math.ceil(exact)))
+    else:  # an order: monotone in i, so the same answer at both ends is the same throughout
+        hit = at(0) != at(n - 1)
+    if hit:
+        raise TypeError("a loop index compared where the answer changes with the iteration")
+    return at(0)

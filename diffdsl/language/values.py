@@ -16,6 +16,7 @@ import numpy as np
 from .. import limits
 from ..errors import IndexRangeError, ShapeError, StaticValueError, TypeMismatchError
 from ..graph.ops import ARITHMETIC, COMPARISONS
+from . import loop_index
 from .loop_index import Index
 from .static import static_integer, static_real
 
@@ -243,11 +244,13 @@ class Values:
         if is_array(a) or is_array(b):
             raise ShapeError(f"'{op}' compares scalars, got {describe(a)} and {describe(b)}",
                              span, hint="compare elements, e.g. A[i, j] > 0")
-        # A loop index against a static value is a static condition when the loop is
-        # written out (one branch lowered): a loop kept as a loop cannot say so, and the
-        # index's TypeError sends the loop back to being written out.
         if isinstance(a, Dyn) or isinstance(b, Dyn):
             return self.op(COMPARISONS[op], a, b)
+        # A loop index against a static value is a static condition when the loop is
+        # written out (one branch lowered); kept as a loop, it is one where the answer is
+        # the same in every iteration, and where not the loop is cut (`loop_index.compare`).
+        if isinstance(a, Index) or isinstance(b, Index):
+            return loop_index.compare(_PY_COMPARE[op], a, b)
         return bool(_PY_COMPARE[op](a, b))
 
     def condition(self, c, span):
