@@ -224,3 +224,51 @@ def test_a_short_min_inside_a_loop_is_a_loop_too():
                    "output y = sum(sum([P[i, 0] * c[j] for j in range(10)]) for i in range(100))\n")
     (outer,) = [node for node in summed.graph.nodes if node.op == "region"]
     assert not has_regions(outer.attr.body)  # the sum of 10 items is written out
+
+
+def gates_of(graph, found=None) -> list:
+    """`llvm_loops.gate` of every region of a graph, its regions' bodies' too."""
+    found = [] if found is None else found
+    for node in graph.nodes:
+        if node.op == "region":
+            found.append(llvm_loops.gate(node.attr))
+            gates_of(node.attr.body, found)
+    return found
+
+
+def test_a_min_pullback_runs_the_winning_iteration_alone():
+    """The pullback of k-means' min over the centroids is 0 in every iteration but the
+    winner's: the CPU loop runs that one (`llvm_loops.gate`), in the gradient and in the
+    Hessian diagonal's tangent of it; the forward loops are not gated."""
+    prog = build(kmeans(100))
+    assert set(gates_of(prog.graph)) == {None}
+    for kind in ("grad", "hessian_diagonal"):
+        graph = prog.derivative(kind, wrt=["C"])
+        assert any(g is not None for g in gates_of(graph)), kind
+
+
+@pytest.mark.parametrize("c", [0.0, 7.0, 99.0, 7.5, -1.0, 100.0, 1e300, np.nan, np.inf,
+                               -0.0, 2.0**63])
+def test_a_gated_loop_matches_the_interpreter_at_any_index(c):
+    """`if i == c` in a loop: its values and gradient are 0 but in iteration c, which the
+    CPU loop runs alone where c is a whole number in range, and none where it is not
+    (fractional, out of range, infinite, NaN)."""
+    source = ("input x[100]\ninput c\n"
+              "y = [if i == c then x[i] * 2 else 0 for i in range(100)]\n"
+              "output s = sum(if c == i then x[i] ** 2 else 0 for i in range(100))\n"
+              "output m = y\noutput t = sum(y * x)\n")
+    prog = build(source)
+    assert any(g is not None for g in gates_of(prog.graph))
+    point = {"x": np.linspace(-1.0, 1.0, 100), "c": c}
+    got, want = (prog.evaluate(point, backend=b) for b in ("cpu", "numpy"))
+    hit = c == int(c) and 0 <= c < 100 if np.isfinite(c) else False
+    expected = np.where(np.arange(100) == c, 2 * point["x"], 0.0)
+    np.testing.assert_array_equal(got["m"], expected)
+    assert got["s"] == (point["x"][int(c)] ** 2 if hit else 0.0)
+    for name in want:
+        np.testing.assert_array_equal(got[name], want[name])
+    for of in ("s", "t"):
+        g_cpu = prog.grad(point, of=of, backend="cpu")
+        g_ref = prog.grad(point, of=of, backend="numpy")
+        for name in g_ref:
+            np.testing.assert_array_equal(g_cpu[name], g_ref[name])

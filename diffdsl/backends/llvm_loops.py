@@ -69,6 +69,49 @@ def stream_run(graph: Graph, plan, region, j: int, ids) -> tuple | None:
     return _run_of(graph, plan, ids)
 
 
+def gate(region) -> int | None:
+    """The capture k where every value of an iteration is 0 unless the index equals capture
+    k: each output is a select of `@i == @c[k]` with 0 otherwise, or a negation, sum or
+    difference of such (a min's pullback, whose cotangent goes to the iteration it came
+    from). The loop then runs that iteration alone; None where the region is not so."""
+    if region.winners or region.carry:
+        return None
+    body = region.body
+    nodes = body.nodes
+    found: set[int] = set()
+
+    def zero_unless(x: int) -> bool:
+        node = nodes[x]
+        if node.op == "const":
+            return node.attr == 0.0
+        if node.op == "select":
+            found.add(node.args[0])
+            return nodes[node.args[2]].op == "const" and nodes[node.args[2]].attr == 0.0
+        return node.op in ("neg", "add", "sub") and all(zero_unless(a) for a in node.args)
+
+    outs = body.outputs["@sum"].ids + body.outputs["@map"].ids
+    if not outs or not all(zero_unless(x) for x in outs) or len(found) != 1:
+        return None
+    test = nodes[found.pop()]
+    if test.op != "eq":
+        return None
+    sides = sorted((nodes[a].attr for a in test.args if nodes[a].op == "input"), key=str)
+    if len(sides) != 2 or sides[1] != ("@i", 0) or sides[0][0] != "@c":
+        return None
+    return sides[0][1]
+
+
+def _gated(r: str, w: str, n: int, t: str) -> list[str]:
+    """The one iteration of a gated loop: `{r}.gi`, where capture value `w` is an iteration
+    (a whole number in [0, n)); `{r}.gok` whether it is."""
+    return [f"{r}.gn = sitofp i64 {n} to {t}", f"{r}.glo = fcmp oge {t} {w}, 0.0",
+            f"{r}.ghi = fcmp olt {t} {w}, {r}.gn", f"{r}.gin = and i1 {r}.glo, {r}.ghi",
+            f"{r}.gw = select i1 {r}.gin, {t} {w}, {t} 0.0",
+            f"{r}.gi = fptosi {t} {r}.gw to i64", f"{r}.gb = sitofp i64 {r}.gi to {t}",
+            f"{r}.geq = fcmp oeq {t} {r}.gb, {w}", f"{r}.gok = and i1 {r}.gin, {r}.geq",
+            f"{r}.gend = add i64 {r}.gi, 1"]
+
+
 def loop(graph: Graph, plan, i: int, value, port, block: list, t: str, prefix: str,
          zero: str) -> list[str]:
     """Region node i as a loop over its iterations, each a call of its body's `run` with the
@@ -156,8 +199,20 @@ def loop(graph: Graph, plan, i: int, value, port, block: list, t: str, prefix: s
     body_scratch = scratch(f"{r}.bs", area["body"])
     # The block that ends an iteration, which the index's phi names: the last add loop's.
     latch = f"r{i}.a{runs[-1][0]}.done" if runs else f"r{i}.head"
-    out += [f"br label %r{i}.head", f"r{i}.head:",
-            f"{r}.it = phi i64 [ 0, %{block[0]} ], [ {r}.next, %{latch} ]",
+    first, end, enter = "0", str(region.n), f"br label %r{i}.head"
+    only = gate(region)
+    if only is not None:  # the one iteration whose values are not 0, if any; rows of 0
+        out += _gated(r, value(node.args[only]), region.n, t)
+        first, end = f"{r}.gi", f"{r}.gend"
+        enter = f"br i1 {r}.gok, label %r{i}.head, label %r{i}.done"
+        if region.maps:
+            base, at = (port(plan.direct[i][0]), plan.direct[i][1]) if i in plan.direct \
+                else (buf, region.sums)
+            out += [f"{r}.z = getelementptr inbounds {t}, ptr {base}, i64 {at}",
+                    f"call void @llvm.memset.p0.i64(ptr {r}.z, i8 0, "
+                    f"i64 {region.n * region.maps * size}, i1 false)"]
+    out += [enter, f"r{i}.head:",
+            f"{r}.it = phi i64 [ {first}, %{block[0]} ], [ {r}.next, %{latch} ]",
             f"{r}.itf = sitofp i64 {r}.it to {t}", f"store {t} {r}.itf, ptr {r}.ix"]
     for j, (_, stride, offset) in enumerate(region.streams):
         out += [f"{r}.o{j} = mul i64 {r}.it, {stride}", f"{r}.q{j} = add i64 {r}.o{j}, {offset}",
@@ -211,7 +266,7 @@ def loop(graph: Graph, plan, i: int, value, port, block: list, t: str, prefix: s
                     f"{r}.wn{e} = select i1 {r}.k{e}, {t} {r}.wo{e}, {t} {r}.itf",
                     f"store {t} {r}.wn{e}, ptr {w}"]
         out.append(f"store {t} {r}.v{e}, ptr {r}.acc{e}")
-    out += [f"{r}.next = add i64 {r}.it, 1", f"{r}.more = icmp slt i64 {r}.next, {region.n}",
+    out += [f"{r}.next = add i64 {r}.it, 1", f"{r}.more = icmp slt i64 {r}.next, {end}",
             f"br i1 {r}.more, label %r{i}.head, label %r{i}.done", f"r{i}.done:"]
     block[0] = f"r{i}.done"
     return out
