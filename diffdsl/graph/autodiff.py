@@ -14,13 +14,14 @@ import numpy as np
 
 from ..errors import UsageError
 from .ir import Builder, Graph, Port
-from .loops import explicit, share_stored, written_out
+from .loops import explicit, written_out
 from .ports import SEED as SEED
 from .ports import d_name as d_name
 from .ports import pick_inputs as pick_inputs
 from .ports import pick_output as pick_output
 from .ports import require_scalar as require_scalar
 from .ports import tangent_name as tangent_name
+from .share_sums import shared
 from .sweeps import active_nodes as active_nodes
 from .sweeps import forward as forward
 from .sweeps import reverse as reverse
@@ -86,7 +87,7 @@ def grad(graph: Graph, of: str | None = None, wrt=None) -> Graph:
     wholes: dict = {}
     ct = reverse(b, stop, active, [(out.ids[0], b.const(1.0))], wholes_out=wholes)
     outputs = {"value": out, **_cotangents(b, graph, wrt, ct, wholes)}
-    return share_stored(b.graph(dict(graph.inputs), outputs))
+    return shared(b.graph(dict(graph.inputs), outputs))
 
 
 def _sweep_start(graph: Graph, wrt: list[str]) -> tuple[Builder, int, bytearray]:
@@ -107,7 +108,7 @@ def vjp(graph: Graph, of: str | None = None, wrt=None) -> Graph:
     wholes: dict = {}
     ct = reverse(b, stop, active, list(zip(out.ids, seed_ids, strict=True)), wholes_out=wholes)
     inputs = {**graph.inputs, SEED: Port(out.shape, seed_ids)}
-    return share_stored(b.graph(inputs, {"value": out,
+    return shared(b.graph(inputs, {"value": out,
                                          **_cotangents(b, graph, wrt, ct, wholes)}))
 
 
@@ -121,7 +122,7 @@ def jvp(graph: Graph, of: str | None = None, wrt=None) -> Graph:
     t = forward(b, stop, active, seeds)
     out = graph.outputs[of]
     outputs = {"value": out, "jvp": Port(out.shape, tuple(_zero_or(b, t, i) for i in out.ids))}
-    return share_stored(b.graph(inputs, outputs))
+    return shared(b.graph(inputs, outputs))
 
 
 def jacobian(graph: Graph, of: str | None = None, wrt=None, mode: str = "auto") -> Graph:
@@ -163,7 +164,7 @@ def jacobian(graph: Graph, of: str | None = None, wrt=None, mode: str = "auto") 
         grid = _jacobian_grid(out.ids, port.ids, rows if mode == "reverse" else columns,
                               mode, zero)
         outputs[d_name(name)] = Port(out.shape + port.shape, tuple(grid.ravel().tolist()))
-    return share_stored(b.graph(dict(graph.inputs), outputs))
+    return shared(b.graph(dict(graph.inputs), outputs))
 
 
 def _jacobian_grid(outs, ins, sweeps, mode: str, zero: int) -> np.ndarray:
@@ -209,7 +210,7 @@ def hessian(graph: Graph, of: str | None = None, wrt=None) -> Graph:
             port_c = graph.inputs[c]
             ids = tuple(_zero_or(b, columns[j], gi) for gi in grads[a] for j in port_c.ids)
             outputs[d_name(a, c)] = Port(graph.inputs[a].shape + port_c.shape, ids)
-    return share_stored(b.graph(dict(graph.inputs), outputs))
+    return shared(b.graph(dict(graph.inputs), outputs))
 
 
 def hvp(graph: Graph, of: str | None = None, wrt=None) -> Graph:
@@ -223,7 +224,7 @@ def hvp(graph: Graph, of: str | None = None, wrt=None) -> Graph:
     for name in wrt:
         outputs[d_name(name)] = Port(graph.inputs[name].shape,
                                      tuple(_zero_or(b, t, g) for g in grads[name]))
-    return share_stored(b.graph(inputs, outputs))
+    return shared(b.graph(inputs, outputs))
 
 
 def _tangent_inputs(b: Builder, graph: Graph, wrt: list[str]) -> tuple[dict, dict]:

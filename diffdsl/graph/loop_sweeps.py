@@ -121,6 +121,9 @@ def region_pullback(b: Builder, at: int, node, cts: dict[int, int], active: byte
         sums += [_indicator(bb, x in ct, inner.get(x)) for x in cap_nodes]
         maps += [_indicator(bb, x in ct, inner.get(x)) for x in map_nodes]
         combine = ("add",) * len(cap_nodes) + ("max",) * len(cap_nodes)
+    if p and not won and not q:  # the region's own sums, last: read from here (share_sums)
+        sums += list(out["@sum"])
+        combine += ("add",) * p if combine else ()
     body = body_graph(bb.nodes, _ports(ports), sums, maps)
     seed_args = [cts.get(e, b.const(0.0)) for e in range(p)]
     seed_args += [b.part(at, region.winner_value(e)) for e in won]

@@ -30,8 +30,9 @@ from .autodiff import (
 )
 from .colouring import Pattern, diagonal_colouring, groups
 from .ir import Builder, Graph, Port
-from .loops import expand, explicit, share_stored
+from .loops import expand, explicit
 from .pattern_walk import bits, summarisable, walk
+from .share_sums import shared
 
 COMPRESSED = "compressed"  # the output port of a compressed derivative graph
 
@@ -134,7 +135,7 @@ def compressed_hessian(graph: Graph, of: str, wrt: list[str], seeds: list) -> Gr
         t = forward(b, stop, active, {cols[j]: one for j in group})
         ids += [t.get(g, zero) for g in gradient]
     ports = _ports(graph.outputs[of], seeds, len(cols), ids)
-    return share_stored(b.graph(dict(graph.inputs), ports))
+    return shared(b.graph(dict(graph.inputs), ports))
 
 
 def hessian_diagonal(graph: Graph, of: str | None = None, wrt=None) -> Graph:
@@ -164,7 +165,7 @@ def hessian_diagonal(graph: Graph, of: str | None = None, wrt=None) -> Graph:
         port = graph.inputs[name]
         outputs[d_name(name)] = Port(port.shape, tuple(diagonal[at:at + port.size]))
         at += port.size
-    return share_stored(b.graph(dict(graph.inputs), outputs))
+    return shared(b.graph(dict(graph.inputs), outputs))
 
 
 def _ports(out: Port, seeds: list, width: int, ids: list) -> dict:

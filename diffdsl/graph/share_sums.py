@@ -1,0 +1,100 @@
+"""A gradient's loop run forwards once: the pullback of a region that has only sums (no min,
+max, map or carried state) computes the region's body in every iteration (it needs the
+body's partial derivatives there) and adds up the region's own sums beside its cotangents
+(`loop_sweeps.region_pullback` appends them to its sums). `share_sums` reads the region's
+values from its pullback then, so that a gradient with its value (`value_and_grad`, the
+`grad` of k-means or a GMM) runs the loop once, not twice.
+
+The pullback is recognised by what it is, not by a note: a region of the same trip count,
+captures and streams first, whose body, with the region's body built into it from the same
+inputs, gives the region's sums as its last sums (the builder's hash-consing makes the
+same computation the same nodes).
+"""
+
+from __future__ import annotations
+
+from .ir import Builder, Graph, Port
+from .loops import LEAVES, inline, leaf, share_stored, split_args
+
+
+def shared(graph: Graph) -> Graph:
+    """A derivative's graph with its loops run forwards once: scans (`share_stored`) and
+    regions of sums (`share_sums`) read from the copies their pullbacks run."""
+    return share_sums(share_stored(graph))
+
+
+def share_sums(graph: Graph) -> Graph:
+    """`graph` with each region of sums alone whose pullback is in it too read from that
+    pullback (its values, the pullback's last sums); `graph` itself where there is none."""
+    regions = [i for i, node in enumerate(graph.nodes) if node.op == "region"]
+    moved: dict[int, tuple[int, int]] = {}  # region -> (its pullback, the shift of its sums)
+    for i in regions:
+        r = graph.nodes[i].attr
+        if r.carry or r.maps or r.winners or not r.sums:
+            continue
+        for j in regions:
+            if j > i and _carries(graph, i, j) and _ready(graph, j, i):
+                moved[i] = (j, graph.nodes[j].attr.sums - r.sums)
+                break
+    if not moved:
+        return graph
+    b = Builder()
+    ids: list[int] = [0] * len(graph.nodes)
+    early: dict[int, int] = {}  # a pullback built where its region was -> its new node
+    for i, node in enumerate(graph.nodes):
+        if node.op in LEAVES:
+            ids[i] = leaf(b, node)
+        elif node.op == "region":
+            if i in early:
+                ids[i] = early[i]
+                continue
+            if i in moved:  # the pullback, in its region's place: its arguments come before
+                j = moved[i][0]
+                pull = graph.nodes[j]
+                args = [ids[a] if a < i else leaf(b, graph.nodes[a]) for a in pull.args]
+                ids[i] = early[j] = b.region(pull.attr, args)
+                continue
+            ids[i] = b.region(node.attr, [ids[a] for a in node.args])
+        elif node.op == "part":
+            r = node.args[0]
+            ids[i] = b.part(ids[r], node.attr + (moved[r][1] if r in moved else 0))
+        else:
+            ids[i] = b.op(node.op, *(ids[a] for a in node.args))
+
+    def port(p: Port) -> Port:
+        if p.whole is not None and p.whole[0] in moved:  # whole on the region's sums
+            r, first = p.whole
+            p = Port(p.shape, p.ids, p.span, (r, first + moved[r][1]))
+        return p.moved(ids)
+
+    return b.graph(*[{name: port(p) for name, p in ports.items()}
+                     for ports in (graph.inputs, graph.outputs)])
+
+
+def _ready(graph: Graph, j: int, i: int) -> bool:
+    """Whether region node j's arguments are all nodes before node i, or constants: it can
+    be built in i's place (its seeds do not depend on region i's values)."""
+    return all(a < i or graph.nodes[a].op == "const" for a in graph.nodes[j].args)
+
+
+def _carries(graph: Graph, i: int, j: int) -> bool:
+    """Whether region node j computes region node i's body over the same iterations, from
+    the same captures and streams (its first), and has i's sums as its last sums."""
+    mine, other = graph.nodes[i], graph.nodes[j]
+    r, p = mine.attr, other.attr
+    if p.n != r.n or p.carry or p.sums < r.sums or p.captures < r.captures or \
+            p.streams[:len(r.streams)] != r.streams or \
+            any(p.source(k) != r.source(k) for k in range(len(r.streams))) or \
+            p.widths()[:len(r.streams)] != r.widths():
+        return False
+    caps, streams = split_args(r, mine.args)
+    pcaps, pstreams = split_args(p, other.args)
+    if pcaps[:r.captures] != caps or pstreams[:len(streams)] != streams:
+        return False
+    bb = Builder()
+    given = {name: [bb.input(name, k) for k in range(port.size)]
+             for name, port in p.body.inputs.items()}
+    theirs = inline(bb, p.body, given)["@sum"][p.sums - r.sums:]
+    ours = inline(bb, r.body, {name: given[name][:port.size]
+                               for name, port in r.body.inputs.items()})["@sum"]
+    return theirs == ours

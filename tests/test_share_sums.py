@@ -1,0 +1,65 @@
+"""A gradient's loop run forwards once (graph/share_sums.py): the pullback of a region of
+sums adds up the region's own sums too, and the derivative reads the value from there, so
+the forward loop is gone from the graph. Checked against the program's own evaluation (the
+same sums, in the same order: equal to the bit) and the program written out; where the
+pullback's seed depends on the value (`log` of a sum), nothing is shared."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import diffdsl
+from diffdsl.graph.loops import has_regions
+
+WRITTEN_OUT = 10**9
+
+
+def build(source: str, unroll: int | None = None):
+    if unroll is None:
+        return diffdsl.compile(source, cache=False)
+    with diffdsl.limits.using(unroll=unroll):
+        return diffdsl.compile(source, cache=False)
+
+
+def regions(graph) -> set:
+    return {node.attr for node in graph.nodes if node.op == "region"}
+
+
+KMEANS = """input P[300, 3]
+input C[20, 3]
+def dist2(p, c) = sum((p - c) ** 2)
+output cost = sum(min([dist2(P[i], C[j]) for j in range(20)]) for i in range(300))
+"""
+
+CASES = {
+    # (source, whether the forward loop is read from the pullback)
+    "kmeans": (KMEANS, True),
+    "mean": ("input x[200]\ninput w\noutput y = mean(sin(x[i] * w) for i in range(200))\n",
+             True),
+    "two sums": ("input x[200]\ninput w\n"
+                 "output y = sum(x[i] * w for i in range(200)) + "
+                 "sum(cos(x[i] - w) for i in range(200))\n", True),
+    "log of a sum": ("input x[200]\ninput w\n"
+                     "output y = log(sum(exp(x[i] * w) for i in range(200)))\n", False),
+}
+
+
+@pytest.mark.parametrize("name", sorted(CASES))
+def test_a_gradient_runs_its_loop_forwards_once(name):
+    source, shared = CASES[name]
+    prog, out = build(source), build(source, WRITTEN_OUT)
+    assert has_regions(prog.graph) and not has_regions(out.graph)
+    # the forward loops are gone from the gradient's graph where shared, there where not
+    kept = regions(prog.graph) & regions(prog.derivative("grad"))
+    assert (not kept) == shared, kept
+    rng = np.random.default_rng(3)
+    point = {k: rng.random(shape) for k, shape in prog.inputs.items()}
+    want = out.value_and_grad(point, backend="numpy")
+    for backend in ("numpy", "cpu"):
+        value, grads = prog.value_and_grad(point, backend=backend)
+        evaluated = next(iter(prog.evaluate(point, backend=backend).values()))
+        assert value == evaluated  # the same sums in the same order
+        assert value == pytest.approx(want[0], rel=1e-12)
+        for k in grads:
+            np.testing.assert_allclose(grads[k], want[1][k], rtol=1e-11, atol=1e-13)
