@@ -253,8 +253,13 @@ def share_stored(graph: Graph) -> Graph:
             j = regions.get((stored_region(r), node.args))
             if j is not None:
                 moved[i] = (j, graph.nodes[j].attr.size - r.size)
-    if not moved:
-        return graph
+    return read_from(graph, moved) if moved else graph
+
+
+def read_from(graph: Graph, moved: dict[int, tuple[int, int]]) -> Graph:
+    """`graph` with each region node i of `moved` replaced by region node j, where moved[i]
+    is (j, shift): j is built in i's place (its arguments are nodes before i, or constants)
+    and i's value k is j's value k + shift."""
     b = Builder()
     ids: list[int] = [0] * len(graph.nodes)
     for i, node in enumerate(graph.nodes):
@@ -262,7 +267,8 @@ def share_stored(graph: Graph) -> Graph:
             ids[i] = leaf(b, node)
         elif node.op == "region":
             source = graph.nodes[moved[i][0]] if i in moved else node
-            ids[i] = b.region(source.attr, [ids[a] for a in source.args])
+            ids[i] = b.region(source.attr, [ids[a] if a < i else leaf(b, graph.nodes[a])
+                                            for a in source.args])
         elif node.op == "part":
             r = node.args[0]
             ids[i] = b.part(ids[r], node.attr + (moved[r][1] if r in moved else 0))
@@ -270,7 +276,7 @@ def share_stored(graph: Graph) -> Graph:
             ids[i] = b.op(node.op, *(ids[a] for a in node.args))
 
     def port(p: Port) -> Port:
-        if p.whole is not None and p.whole[0] in moved:  # whole on a scan's values
+        if p.whole is not None and p.whole[0] in moved:  # whole on the region's values
             r, first = p.whole
             p = Port(p.shape, p.ids, p.span, (r, first + moved[r][1]))
         return p.moved(ids)

@@ -13,8 +13,8 @@ same computation the same nodes).
 
 from __future__ import annotations
 
-from .ir import Builder, Graph, Port
-from .loops import LEAVES, inline, leaf, share_stored, split_args
+from .ir import Builder, Graph
+from .loops import inline, read_from, share_stored, split_args
 
 
 def shared(graph: Graph) -> Graph:
@@ -36,39 +36,7 @@ def share_sums(graph: Graph) -> Graph:
             if j > i and _carries(graph, i, j) and _ready(graph, j, i):
                 moved[i] = (j, graph.nodes[j].attr.sums - r.sums)
                 break
-    if not moved:
-        return graph
-    b = Builder()
-    ids: list[int] = [0] * len(graph.nodes)
-    early: dict[int, int] = {}  # a pullback built where its region was -> its new node
-    for i, node in enumerate(graph.nodes):
-        if node.op in LEAVES:
-            ids[i] = leaf(b, node)
-        elif node.op == "region":
-            if i in early:
-                ids[i] = early[i]
-                continue
-            if i in moved:  # the pullback, in its region's place: its arguments come before
-                j = moved[i][0]
-                pull = graph.nodes[j]
-                args = [ids[a] if a < i else leaf(b, graph.nodes[a]) for a in pull.args]
-                ids[i] = early[j] = b.region(pull.attr, args)
-                continue
-            ids[i] = b.region(node.attr, [ids[a] for a in node.args])
-        elif node.op == "part":
-            r = node.args[0]
-            ids[i] = b.part(ids[r], node.attr + (moved[r][1] if r in moved else 0))
-        else:
-            ids[i] = b.op(node.op, *(ids[a] for a in node.args))
-
-    def port(p: Port) -> Port:
-        if p.whole is not None and p.whole[0] in moved:  # whole on the region's sums
-            r, first = p.whole
-            p = Port(p.shape, p.ids, p.span, (r, first + moved[r][1]))
-        return p.moved(ids)
-
-    return b.graph(*[{name: port(p) for name, p in ports.items()}
-                     for ports in (graph.inputs, graph.outputs)])
+    return read_from(graph, moved) if moved else graph
 
 
 def _ready(graph: Graph, j: int, i: int) -> bool:
