@@ -272,3 +272,43 @@ def test_a_gated_loop_matches_the_interpreter_at_any_index(c):
         g_ref = prog.grad(point, of=of, backend="numpy")
         for name in g_ref:
             np.testing.assert_array_equal(g_cpu[name], g_ref[name])
+
+
+def test_the_hessian_diagonal_reads_the_data_in_place():
+    """The Newton step is taken by the centroids: the points stay one array node, read where
+    they lie (not 300 · 3 element nodes), and the 1.0 seeds of the colour's columns are
+    stored into the loop's captures by a loop, not a store each."""
+    prog = build(kmeans(70))
+    graph = prog.derivative("hessian_diagonal", wrt=["C"])
+    named = [node.attr[0] for node in graph.nodes if node.op in ("input", "array")]
+    assert named.count("P") == 1 and "C" in named, named
+    plan = llvm._Layout(graph)
+    runs = [run for node in graph.nodes if node.op == "region"
+            for _, m, run in llvm_loops._pieces(graph, plan, node.args[:node.attr.captures])
+            if run is not None and run[0] == "const" and m >= 70 * 3]
+    assert runs == [("const", 1.0)], runs
+
+
+@settings(max_examples=25, deadline=None)
+@given(shift=st.integers(0, 3), power=st.integers(2, 3), n=st.integers(70, 90))
+def test_forward_mode_reads_data_in_place_at_any_window(shift, power, n):
+    """Data no derivative is taken by (y, read at i and at i + shift: windows that overlap)
+    stays in place through forward mode too: jvp, hvp and the Hessian's diagonal by x match
+    the program written out."""
+    source = (f"input x[{n}]\ninput y[{n + 3}]\n"
+              f"output f = sum(sin(x[i]) ** {power} * y[i] + x[i] * y[i + {shift}] * x[i]"
+              f" for i in range({n}))\n")
+    kept, out = build(source), build(source, WRITTEN_OUT)
+    rng = np.random.default_rng(n + shift)
+    point = {"x": rng.normal(size=n), "y": rng.normal(size=n + 3)}
+    tangent = {"x": rng.normal(size=n)}
+    for backend in ("numpy", "cpu"):
+        np.testing.assert_allclose(kept.jvp(tangent, point, backend=backend),
+                                   out.jvp(tangent, point, backend=backend), rtol=1e-12)
+        np.testing.assert_allclose(kept.hvp(tangent, point, wrt=["x"], backend=backend)["x"],
+                                   out.hvp(tangent, point, wrt=["x"], backend=backend)["x"],
+                                   rtol=1e-12, atol=1e-14)
+        np.testing.assert_allclose(
+            kept.hessian(point, wrt=["x"], diagonal=True, backend=backend)["x"],
+            out.hessian(point, wrt=["x"], diagonal=True, backend=backend)["x"],
+            rtol=1e-12, atol=1e-14)

@@ -49,12 +49,22 @@ def _pieces(graph: Graph, plan, ids) -> list[tuple]:
         m = 1
         while k + m < len(ids) and _follows(graph, plan, ids[k + m - 1], ids[k + m]):
             m += 1
+        if m == 1:  # or one constant in a row (a Hessian's seeds of 1.0, one per column)
+            while k + m < len(ids) and _same_constant(graph, ids[k], ids[k + m]):
+                m += 1
         if m >= COPY_RUN:
-            pieces.append((k, m, _run_of(graph, plan, ids[k:k + m])))
+            first = graph.nodes[ids[k]]
+            run = ("const", first.attr) if first.op == "const" else \
+                _run_of(graph, plan, ids[k:k + m])
+            pieces.append((k, m, run))
         else:
             pieces += [(k + q, 1, None) for q in range(m)]
         k += m
     return pieces
+
+
+def _same_constant(graph: Graph, a: int, b: int) -> bool:
+    return a == b and graph.nodes[a].op == "const"  # the builder makes one node per value
 
 
 def stream_run(graph: Graph, plan, region, j: int, ids) -> tuple | None:
@@ -151,6 +161,16 @@ def loop(graph: Graph, plan, i: int, value, port, block: list, t: str, prefix: s
         out.append(f"{r}.c{k} = getelementptr inbounds {t}, ptr {r}.cap, i64 {k}")
         if run is None:
             out.append(f"store {t} {value(node.args[k])}, ptr {r}.c{k}")
+            continue
+        if run[0] == "const":  # a loop that stores it
+            f = f"r{i}.f{k}"
+            out += [f"br label %{f}", f"{f}:",
+                    f"%{f}.e = phi i64 [ 0, %{block[0]} ], [ %{f}.en, %{f} ]",
+                    f"%{f}.p = getelementptr inbounds {t}, ptr {r}.c{k}, i64 %{f}.e",
+                    f"store {t} {value(node.args[k])}, ptr %{f}.p",
+                    f"%{f}.en = add i64 %{f}.e, 1", f"%{f}.more = icmp slt i64 %{f}.en, {m}",
+                    f"br i1 %{f}.more, label %{f}, label %{f}.done", f"{f}.done:"]
+            block[0] = f"{f}.done"
             continue
         base = "%s" if run[0] == "buf" else port(run[0])
         out += [f"{r}.cf{k} = getelementptr inbounds {t}, ptr {base}, i64 {run[1]}",

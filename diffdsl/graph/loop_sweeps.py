@@ -244,8 +244,10 @@ def region_tangent(b: Builder, at: int, node, ts: list, sweep, gs: list,
         sums += shown
     body = body_graph(bb.nodes, _ports(ports), sums, maps)
     args, new_streams = tangent_args(b, at, node, ts, gs, chosen)
+    whole = region.whole + (-1,) * (len(new_streams) - len(region.streams)) \
+        if region.whole else ()  # an input read in place, as data, stays so
     tangent = Region(region.n, body, k + len(cap_t) + len(won) + len(cap_g), tuple(new_streams),
-                     combine)
+                     combine, 0, whole)
     return b.region(tangent, args), (guarded, reached)
 
 
@@ -255,10 +257,10 @@ def tangent_choice(region: Region, ts: list, gs: list) -> tuple:
     stream: a tangent in some places only, or under a guard outside)."""
     bases = _stream_bases(region)
     cap_t = [c for c in range(region.captures) if ts[c] is not None]
-    stream_t = [j for j, (length, _, _) in enumerate(region.streams)
-                if any(ts[bases[j] + e] is not None for e in range(length))]
+    stream_t = [j for j in range(len(region.streams))
+                if any(ts[bases[j] + e] is not None for e in range(region.taken(j)))]
     partial = [j for j in stream_t if any(ts[bases[j] + e] is None or gs[bases[j] + e]
-                                          is not None for e in range(region.streams[j][0]))]
+                                          is not None for e in range(region.taken(j)))]
     cap_g = [c for c in cap_t if gs[c] is not None]
     return cap_t, cap_g, stream_t, partial
 

@@ -135,31 +135,37 @@ def expand(graph: Graph) -> Graph:
     return _rebuilt(graph, unrolled=True)
 
 
-def explicit(graph: Graph, inputs: bool = True) -> Graph:
+def explicit(graph: Graph, inputs=True) -> Graph:
     """`graph` with every port listed element by element: an input read whole (an `array`
     node) as its element nodes (unless not `inputs`: the SymPy export reads an array as an
-    `IndexedBase`), an output whole on a region as parts; regions stay regions. `graph`
-    itself where no port is whole. For consumers that take inputs and outputs one element at
-    a time (forward mode, Jacobians, Hessians, the tape)."""
+    `IndexedBase`; where `inputs` is a collection of names, those inputs alone: a Hessian's
+    diagonal by some inputs reads the others in place), an output whole on a region as
+    parts; regions stay regions. `graph` itself where no port is whole. For consumers that
+    take inputs and outputs one element at a time (forward mode, Jacobians, Hessians, the
+    tape)."""
     if not has_whole(graph):
         return graph
     return _rebuilt(graph, unrolled=False, inputs=inputs)
 
 
-def _rebuilt(graph: Graph, unrolled: bool, inputs: bool = True) -> Graph:
-    """`graph` with its ports listed element by element (its inputs too where `inputs`) and,
-    if `unrolled`, every region written out (`expand`)."""
+def _rebuilt(graph: Graph, unrolled: bool, inputs=True) -> Graph:
+    """`graph` with its ports listed element by element (its inputs too where `inputs`, as
+    `explicit` says) and, if `unrolled`, every region written out (`expand`)."""
     b = Builder()
     ids: list[int] = [0] * len(graph.nodes)
     values: dict[int, list[int]] = {}  # an array's or (unrolled) a region's values
+
+    def listing(name: str) -> bool:
+        return inputs is True or (inputs is not False and name in inputs)
+
     for name, port in graph.inputs.items():  # the inputs' elements first, in order
-        if port.whole is not None and inputs:
+        if port.whole is not None and listing(name):
             values[port.whole[0]] = [b.input(name, k) for k in range(port.size)]
     for i, node in enumerate(graph.nodes):
         if node.op == "input":
             ids[i] = b.input(*node.attr)
-        elif node.op == "array":
-            ids[i] = -1 if inputs else b.array(*node.attr)  # listed: read through `values`
+        elif node.op == "array":  # listed: read through `values`
+            ids[i] = -1 if listing(node.attr[0]) else b.array(*node.attr)
         elif node.op == "const":
             ids[i] = b.const(node.attr)
         elif node.op == "region":
@@ -181,7 +187,8 @@ def _rebuilt(graph: Graph, unrolled: bool, inputs: bool = True) -> Graph:
             ids[i] = b.op(node.op, *(ids[a] for a in node.args))
 
     def listed(p: Port) -> Port:
-        if p.whole is None or (not inputs and graph.nodes[p.whole[0]].op == "array"):
+        whole = None if p.whole is None else graph.nodes[p.whole[0]]
+        if whole is None or (whole.op == "array" and not listing(whole.attr[0])):
             return p.moved(ids)
         node, first = p.whole
         els = values[node][first:first + p.size] if node in values else \

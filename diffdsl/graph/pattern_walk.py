@@ -19,6 +19,7 @@ from __future__ import annotations
 import numpy as np
 
 from .ir import Graph
+from .loops import split_args
 from .ops import OPS
 
 # How an op passes dependence on: "none" (no pullback: derivative zero), else its row's
@@ -38,6 +39,8 @@ def bits(x: int) -> np.ndarray:
 
 
 def differentiable_args(node):
+    if node.op == "array":  # an input read in place: data, with no arguments
+        return ()
     kind = KIND[node.op]
     if kind == "none":
         return ()
@@ -46,13 +49,14 @@ def differentiable_args(node):
 
 def summarisable(graph: Graph) -> bool:
     """Whether every region in `graph` (and in their bodies) can be walked once: no carried
-    state, every stream's elements its own arguments, no array read whole."""
+    state, every stream's elements its own arguments or an input read whole (an array node:
+    one the caller did not list is data, whose elements depend on no column)."""
     for node in graph.nodes:
-        if node.op == "array":
-            return False
         if node.op == "region":
             region = node.attr
-            if region.carry or any(region.source(j) >= 0 for j in range(len(region.streams))):
+            _, streams = split_args(region, node.args)
+            if region.carry or any(region.source(j) >= 0 and graph.nodes[streams[j][0]].op
+                                   != "array" for j in range(len(region.streams))):
                 return False
             if not summarisable(region.body):
                 return False

@@ -42,10 +42,10 @@ def columns(graph: Graph, wrt: list[str]) -> list[int]:
     return [i for name in wrt for i in graph.inputs[name].ids]
 
 
-def walkable(graph: Graph) -> Graph:
-    """`graph` with its ports listed, its loops kept where pattern_walk can read them in one
-    walk of their bodies, else written out."""
-    graph = explicit(graph)
+def walkable(graph: Graph, listed=True) -> Graph:
+    """`graph` with its ports listed (its inputs as `explicit`'s `listed` says), its loops kept
+    where pattern_walk can read them in one walk of their bodies, else written out."""
+    graph = explicit(graph, listed)
     return graph if summarisable(graph) else expand(graph)
 
 
@@ -68,11 +68,12 @@ def jacobian_pattern(graph: Graph, of: str | None = None, wrt=None) -> Pattern:
     return Pattern((out.size, n), indptr, indices)
 
 
-def hessian_pattern(graph: Graph, of: str | None = None, wrt=None) -> Pattern:
+def hessian_pattern(graph: Graph, of: str | None = None, wrt=None, listed=True) -> Pattern:
     """The symmetric pattern of the Hessian of a one-element output over the `wrt` columns.
     Loops stay loops (pattern_walk.py), except where one carries a state or streams another
-    loop's values: then the graph is written out first."""
-    graph = walkable(graph)
+    loop's values: then the graph is written out first. `listed`: the inputs listed element
+    by element (`explicit`), every one unless the caller names the `wrt` inputs."""
+    graph = walkable(graph, listed)
     of = pick_output(graph, of)
     require_scalar(graph, of, "hessian")
     wrt = pick_inputs(graph, wrt)
@@ -144,12 +145,14 @@ def hessian_diagonal(graph: Graph, of: str | None = None, wrt=None) -> Graph:
     colouring of the pattern's graph): the sweep of the sum of a colour's columns gives
     H[k, k] at row k of each. A Newton step's diagonal of a separable sum (k-means' centroids,
     a sum of squares) is one sweep, however many columns; a dense Hessian, one per column.
-    A graph with a scan gets one per column too: its pattern would write the scan out."""
-    graph = explicit(graph)
-    of = pick_output(graph, of)
+    A graph with a scan gets one per column too: its pattern would write the scan out. The
+    other inputs are read in place, as data (k-means' points, by which the Newton step is
+    not taken)."""
     wrt = pick_inputs(graph, wrt)
+    graph = explicit(graph, set(wrt))
+    of = pick_output(graph, of)
     if summarisable(graph):
-        colours = diagonal_colouring(hessian_pattern(graph, of, wrt))
+        colours = diagonal_colouring(hessian_pattern(graph, of, wrt, set(wrt)))
     else:
         colours = np.arange(len(columns(graph, wrt)), dtype=np.int64)
     of, wrt, b, grads, stop, active = _gradient_nodes(graph, of, wrt, "hessian")

@@ -290,7 +290,7 @@ def _materialized(b: Builder, node, active: bytearray, keep_arrays: bool = False
     region with those values as arguments: part nodes, made here and marked active as their
     region is (the sweeps take a region's arguments element by element). An input read whole
     (an array node) becomes its element nodes too, unless `keep_arrays` (a map's or a
-    reduce's pullback keeps its cotangent whole: `WholeCt`)."""
+    reduce's pullback keeps its cotangent whole: `WholeCt`), or it is not active."""
     if not node.attr.whole:
         return node
     made = []  # (region or array node, the nodes of its values read)
@@ -304,7 +304,9 @@ def _materialized(b: Builder, node, active: bytearray, keep_arrays: bool = False
                   for j, w in enumerate(region.widths()) if region.source(j) >= 0])
 
     def values_of(a, k, length):
-        if next(tiles) and keep_arrays and b.nodes[a].op == "array":
+        tile = next(tiles)
+        # An input that no derivative is taken by is data: read in place, never listed.
+        if b.nodes[a].op == "array" and ((tile and keep_arrays) or not active[a]):
             return None
         made.append((a, [b.part(a, k + e) for e in range(length)]))
         return made[-1][1]
