@@ -165,7 +165,7 @@ class Program:
             raise UsageError("hessian takes diagonal=True or sparse=True, not both")
         return self.value_and("hessian_diagonal" if diagonal else "hessian",
                               self._given(values, inputs, "hessian"), of=of, wrt=wrt,
-                              sparse=sparse, backend=backend, dtype=dtype)[1]
+                              sparse=sparse, backend=backend, dtype=dtype, value=False)[1]
 
     def sparsity(self, *, of: str | None = None, wrt=None, hessian: bool = False):
         """The pattern of the Jacobian of `of` (or, `hessian=True`, of its Hessian) from the
@@ -195,20 +195,20 @@ class Program:
     def value_and(self, kind: str, inputs: dict, *, of: str | None = None, wrt=None,
                   mode: str = "auto", seed=None, tangents: dict | None = None,
                   sparse: bool = False, backend: str | None = None,
-                  dtype: str | None = None) -> tuple:
+                  dtype: str | None = None, value: bool = True) -> tuple:
         """The output's value and one derivative from a single evaluation.
 
         `kind` is grad, jacobian, hessian, hessian_diagonal, vjp (give `seed`), jvp or hvp
         (give `tangents`). Returns `(value, result)` with `result` shaped as the method of
-        the same name (`sparse=True`: a CSR matrix, a list of them for a batch).
-        """
+        the same name (`sparse=True`: a CSR matrix, a list of them for a batch); with
+        `value=False`, `(None, result)`, computed without what only the value needs."""
         inputs = self._given(inputs, {}, "value_and")
         if sparse:
             from .runtime import sparse as sparse_
             return sparse_.value_and(self, kind, inputs, of=of, wrt=wrt, mode=mode,
                                      backend=backend, dtype=dtype)
         given, wrt = calls.derivative_inputs(self.graph, kind, inputs, wrt, seed, tangents)
-        graph = self.derivative(kind, of, wrt, mode if kind == "jacobian" else "auto")
+        graph = self.derivative(kind, of, wrt, mode if kind == "jacobian" else "auto", value=value)
         return calls.split_outputs(kind, self._run(graph, given, backend, dtype))
 
     def objective(self, values: dict | None = None, /, *, wrt=None, of: str | None = None,
@@ -339,18 +339,22 @@ class Program:
         return sums.to_sympy(expand(self.graph) if unrolled else self.graph)
 
     def derivative(self, kind: str, of=None, wrt=None, mode: str = "auto",
-                   written_out: bool = False) -> Graph:
+                   value: bool = True, written_out: bool = False) -> Graph:
         """The derivative graph of `kind`, built once per program and request; with
-        `written_out`, its loops unrolled (for formulas, which write every term)."""
+        `written_out`, its loops unrolled (for formulas, which write every term); without
+        `value`, no "value" output, nor what only it needs."""
         if written_out:
             return expand(self.derivative(kind, of, wrt, mode))
-        request = (kind, of, _request_key(wrt), mode)
-        return self._requests.get(request, lambda: self._derive(kind, of, wrt, mode))
+        request = (kind, of, _request_key(wrt), mode, value)
+        return self._requests.get(request, lambda: self._derive(kind, of, wrt, mode, value))
 
-    def _derive(self, kind: str, of, wrt, mode: str) -> Graph:
+    def _derive(self, kind: str, of, wrt, mode: str, value: bool = True) -> Graph:
         of = autodiff.pick_output(self.graph, of)
         wrt = autodiff.pick_inputs(self.graph, wrt)
         request = f"{kind} of {of} wrt {','.join(wrt)} mode {mode}"
+        if not value:
+            return self.derived(request + " alone", lambda: calls.without_value(
+                self.derivative(kind, of, wrt, mode)))
         if kind == "jacobian":
             return self.derived(request, lambda: autodiff.jacobian(self.graph, of, wrt, mode))
         if kind == "hessian_diagonal":  # a sweep per colour of the pattern, not per element

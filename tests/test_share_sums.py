@@ -63,3 +63,24 @@ def test_a_gradient_runs_its_loop_forwards_once(name):
         assert value == pytest.approx(want[0], rel=1e-12)
         for k in grads:
             np.testing.assert_allclose(grads[k], want[1][k], rtol=1e-11, atol=1e-13)
+
+
+def test_a_derivative_alone_does_not_run_the_loop_for_the_value():
+    """`hessian` returns no value: its graph has no "value" output, nor the forward loop only
+    the value needed (k-means' Newton step: the tangent of the pullback alone);
+    `value_and(..., value=False)` gives None for it and the same derivative."""
+    prog = build(KMEANS)
+    full = prog.derivative("hessian_diagonal", wrt=["C"])
+    alone = prog.derivative("hessian_diagonal", wrt=["C"], value=False)
+    assert "value" in full.outputs and "value" not in alone.outputs
+    assert regions(prog.graph) & regions(full) and not regions(prog.graph) & regions(alone)
+    rng = np.random.default_rng(5)
+    point = {"P": rng.random((300, 3)), "C": rng.random((20, 3))}
+    for backend in ("numpy", "cpu"):
+        value, diag = prog.value_and("hessian_diagonal", point, wrt=["C"], backend=backend)
+        none, same = prog.value_and("hessian_diagonal", point, wrt=["C"], backend=backend,
+                                    value=False)
+        assert none is None and value == prog.evaluate(point, backend=backend)["cost"]
+        np.testing.assert_array_equal(same["C"], diag["C"])
+        np.testing.assert_array_equal(
+            prog.hessian(point, wrt=["C"], diagonal=True, backend=backend)["C"], diag["C"])

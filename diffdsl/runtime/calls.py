@@ -15,7 +15,7 @@ import numpy as np
 
 from ..errors import UsageError
 from ..graph import autodiff
-from ..graph.ir import Graph
+from ..graph.ir import Graph, prune
 from .inputs import a_or_an, host_values
 
 KINDS = ("grad", "jacobian", "hessian", "hessian_diagonal", "vjp", "jvp", "hvp")
@@ -96,15 +96,22 @@ def split_outputs(kind: str, out: dict) -> tuple:
     """`(value, result)` from the derivative graph's outputs, `result` shaped as the method
     of the same name returns it: `{input: array}`, a Hessian's `{input: {input: array}}`."""
     if kind == "jvp":
-        return out["value"], out["jvp"]
+        return out.get("value"), out["jvp"]
     if kind == "hessian":
         result: dict = {}
         for key, value in out.items():
             if key.startswith("d:"):
                 a, b = key[2:].split(":")
                 result.setdefault(a, {})[b] = value
-        return out["value"], result
-    return out["value"], by_input(out)
+        return out.get("value"), result
+    return out.get("value"), by_input(out)
+
+
+def without_value(graph: Graph) -> Graph:
+    """A derivative's graph without its "value" output, nor the nodes only that needs (the
+    loop a Hessian's diagonal would run for the value alone)."""
+    return prune(graph.nodes, graph.inputs, {name: port for name, port in
+                                             graph.outputs.items() if name != "value"})
 
 
 def by_input(out: dict) -> dict:

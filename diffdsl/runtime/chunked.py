@@ -90,8 +90,9 @@ def run(program, compile_source: Callable, request, graph, inputs: dict, backend
         dtype: str) -> dict:
     """Every output of `graph` as a Dask array of shape batch + declared shape.
 
-    `request` is `(kind, of, wrt, mode)` of a derivative graph (`program.derivative(*request)`
-    rebuilds it elsewhere), or None for the program's own graph.
+    `request` is `(kind, of, wrt, mode, value)` of a derivative graph
+    (`program.derivative(*request)` rebuilds it elsewhere), or None for the program's own
+    graph.
     """
     import dask.array as da
     from dask.base import tokenize
