@@ -35,8 +35,7 @@ def compile(source: str, filename: str = "<string>", backend: str = "auto",
     `backend` is where evaluations run: "cpu" (machine code), "numpy" (the reference
     interpreter) or "auto". `cache=False` keeps kernels out of the on-disk cache.
     `limits` raises (or lowers) limits on the work of compiling, for this program and the
-    derivatives built from it later: `limits={"nodes": 5_000_000}` (see `diffdsl.limits`).
-    """
+    derivatives built from it later: `limits={"nodes": 5_000_000}` (see `diffdsl.limits`)."""
     if not isinstance(source, str):
         what = "bytes" if isinstance(source, bytes) else "None" if source is None else \
             a_or_an(type(source).__name__)
@@ -352,14 +351,15 @@ class Program:
         of = autodiff.pick_output(self.graph, of)
         wrt = autodiff.pick_inputs(self.graph, wrt)
         request = f"{kind} of {of} wrt {','.join(wrt)} mode {mode}"
-        if not value:
-            return self.derived(request + " alone", lambda: calls.without_value(
-                self.derivative(kind, of, wrt, mode)))
-        if kind == "jacobian":
-            return self.derived(request, lambda: autodiff.jacobian(self.graph, of, wrt, mode))
-        if kind == "hessian_diagonal":  # a sweep per colour of the pattern, not per element
-            return self.derived(request, lambda: sparsity.hessian_diagonal(self.graph, of, wrt))
-        return self.derived(request, lambda: getattr(autodiff, kind)(self.graph, of, wrt))
+        def build() -> Graph:
+            if kind == "jacobian":
+                return autodiff.jacobian(self.graph, of, wrt, mode)
+            if kind == "hessian_diagonal":  # a sweep per colour of the pattern, not per element
+                return sparsity.hessian_diagonal(self.graph, of, wrt)
+            return getattr(autodiff, kind)(self.graph, of, wrt)
+        if value:
+            return self.derived(request, build)  # else made from the whole, not kept:
+        return self.derived(request + " alone", lambda: calls.without_value(build()))
 
     def derived(self, request: str, build) -> Graph:
         """The graph `build()` makes from this program's, once per `request` (a text naming
