@@ -225,3 +225,39 @@ def test_a_warm_process_parses_derives_and_compiles_nothing(tmp_path):
         plan.write_text('{"graphs": {"program": {"nodes": [["nope", 1]]}}}')  # damaged
     again = _warm_run(tmp_path)
     assert again["g"] == cold["g"] and again["graphs"] == 2
+
+
+PORTS = """
+import json, sys
+import numpy as np
+import diffdsl
+prog = diffdsl.compile(sys.argv[1], backend="cpu")
+x = np.linspace(0.5, 2.0, 70)
+value, grads = prog.value_and("hessian_diagonal", {"x": x, "b": 1.5}, of="zeta")
+out = prog.evaluate({"x": x, "b": 1.5})
+print(json.dumps({"graphs": prog.stats.graphs_built, "order": list(out),
+                  "ports": list(prog.derivative("hessian_diagonal", of="zeta").outputs),
+                  "d": {k: v.tolist() for k, v in grads.items()}, "v": float(value)}))
+"""
+
+
+def test_a_plan_keeps_each_graph_as_it_was_written(tmp_path):
+    """Several graphs in one plan entry (the program's, a derivative's), ports out of
+    alphabetical order: a warm process reads them in their own order (a kernel from the
+    cache takes its ports in that order) and computes the same."""
+    source = ("input x[70]\ninput b\n"
+              "output zeta = sum(sin(x[i] * b) ** 2 for i in range(70))\n"
+              "output alpha = x * b\n")
+    env = dict(os.environ, DIFFDSL_CACHE_DIR=str(tmp_path))
+    env.pop("DIFFDSL_BACKEND", None)
+    runs = []
+    for _ in range(2):
+        done = subprocess.run([sys.executable, "-c", PORTS, source], capture_output=True,
+                              text=True, env=env, check=False)
+        assert done.returncode == 0, done.stderr
+        runs.append(json.loads(done.stdout))
+    cold, warm = runs
+    assert cold["graphs"] >= 2 and warm["graphs"] == 0
+    assert warm["order"] == cold["order"] == ["zeta", "alpha"]
+    assert warm["ports"] == cold["ports"] and warm["ports"][0] == "value"
+    assert warm["d"] == cold["d"] and warm["v"] == cold["v"]

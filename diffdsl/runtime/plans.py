@@ -5,9 +5,10 @@ An entry is `ROOT/KEY/plan.json` in the kernel cache's folder, KEY the sha256 of
 code (every module and the grammar, so a changed lowering never meets an old plan), the limits
 in force, the file name and the source text. It holds the program's graph and every derivative
 graph asked of it, each with its key, so the kernels are found in the cache without printing
-the graph again. The file carries the sha256 of its graphs' text, so a truncated entry or one
-overwritten while a run reads it is found out; an entry that cannot be read, does not check or
-does not decode is ignored and written afresh (once: the rewrite repairs it).
+the graph again. The file's first line is the sha256 of its graphs' text (the rest), so a
+truncated entry or one overwritten while a run reads it is found out; an entry that cannot
+be read, does not check or does not decode is ignored and written afresh (once: the rewrite
+repairs it).
 """
 
 from __future__ import annotations
@@ -56,18 +57,21 @@ class PlanStore:
         self.key = hashlib.sha256(text.encode()).hexdigest()
         self.path = self.store.root / self.key / PLAN_FILE
         self.entry = self._read()
+        self._texts: dict[str, str] = {}  # each graph's canonical JSON, printed once
         # Threads deriving different graphs of one program add them here at the same time:
         # the entry is not printed while another thread changes it.
         self._lock = threading.Lock()
 
     def _read(self) -> dict:
-        """The entry's graphs, or none when any part of the file is damaged."""
+        """The entry's graphs, or none when any part of the file is damaged: its first line
+        is the sha256 of the rest, the graphs' JSON text as it was written."""
         try:
-            entry = json.loads(self.path.read_bytes().decode("utf-8"))
-            graphs = entry["graphs"]
-            if (isinstance(graphs, dict) and entry["sha256"] == _digest(graphs)
-                    and self.store.owns(self.path.parent)):
-                return {"graphs": graphs}
+            digest, _, body = self.path.read_bytes().decode("utf-8").partition("\n")
+            if digest == hashlib.sha256(body.encode()).hexdigest() and \
+                    self.store.owns(self.path.parent):
+                graphs = json.loads(body)
+                if isinstance(graphs, dict):
+                    return {"graphs": graphs}
         except (OSError, ValueError, KeyError, TypeError):
             pass
         return {"graphs": {}}
@@ -81,26 +85,27 @@ class PlanStore:
             return decode(data, self.source)
         except (KeyError, TypeError, ValueError, IndexError):
             self.entry = {"graphs": {}}  # damaged: forget all of it, it will be rewritten
+            self._texts = {}
             return None
 
     def remember(self, request: str, graph: Graph) -> None:
-        """Add `graph` under `request` and write the entry (atomically)."""
+        """Add `graph` under `request` and write the entry (atomically). Each graph is
+        printed once, as canonical JSON (`_digest`'s), and the entry's text joins them: a
+        derivative of a million elements is not printed again for each later one."""
         encoded = encode(graph)
         with self._lock:
             graphs = self.entry["graphs"]
             graphs[request] = encoded
-            text = json.dumps({"sha256": _digest(graphs), "graphs": graphs},
-                              separators=(",", ":"))
+            texts = self._texts
+            texts.pop(request, None)  # printed afresh, should it be there
+            for name in graphs.keys() - texts.keys():
+                texts[name] = json.dumps(graphs[name], separators=(",", ":"))
+            body = "{" + ",".join(f"{json.dumps(name)}:{texts[name]}" for name in graphs) + "}"
+            text = f"{hashlib.sha256(body.encode()).hexdigest()}\n{body}"
             try:
                 self.store.store_file(self.key, PLAN_FILE, text)
             except CacheUnavailable:
                 pass  # a plan only saves time: without a writable cache the program still runs
-
-
-def _digest(graphs: dict) -> str:
-    """sha256 of the graphs' canonical JSON text: what the entry's checksum covers."""
-    text = json.dumps(graphs, separators=(",", ":"), sort_keys=True)
-    return hashlib.sha256(text.encode()).hexdigest()
 
 
 def encode(graph: Graph) -> dict:
