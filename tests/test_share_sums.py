@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 import diffdsl
 from diffdsl.graph.loops import has_regions
@@ -84,3 +86,32 @@ def test_a_derivative_alone_does_not_run_the_loop_for_the_value():
         np.testing.assert_array_equal(same["C"], diag["C"])
         np.testing.assert_array_equal(
             prog.hessian(point, wrt=["C"], diagonal=True, backend=backend)["C"], diag["C"])
+
+
+@settings(max_examples=20, deadline=None)
+@given(reduce=st.sampled_from(["min", "max", "sum"]), inner=st.sampled_from(
+    ["(p - c) ** 2", "abs(p - c)", "sin(p * c)", "sqrt((p - c) ** 2 + 0.5)"]),
+    outer=st.sampled_from(["{}", "{} ** 2", "sin({})", "log(1 + {} ** 2)"]),
+    k=st.integers(3, 6), n=st.integers(5, 9))
+def test_nested_loops_derive_as_written_out(reduce, inner, outer, k, n):
+    """A sum over points of a function of a min, max or sum over centroids: the gradient
+    with its value (shared with the pullback where its seed allows), and the Hessian's
+    diagonal alone (`hessian`, a gated pullback's tangent for min and max), on the CPU and
+    the interpreter, against the program written out (loops kept from 3 iterations: the
+    written-out Hessian of a min over many is large)."""
+    item = f"sum([{inner.replace('p', 'P[i, t]').replace('c', 'C[j, t]')} for t in range(2)])"
+    source = (f"input P[{n}, 2]\ninput C[{k}, 2]\n"
+              f"output cost = sum({outer.format(f'{reduce}([{item} for j in range({k})])')}"
+              f" for i in range({n}))\n")
+    kept, out = build(source, 2), build(source, WRITTEN_OUT)
+    assert has_regions(kept.graph)
+    rng = np.random.default_rng(k * n)
+    point = {"P": rng.normal(size=(n, 2)), "C": rng.normal(size=(k, 2))}
+    want_value, want = out.value_and_grad(point, wrt=["C"], backend="numpy")
+    want_diag = out.hessian(point, wrt=["C"], diagonal=True, backend="numpy")["C"]
+    for backend in ("numpy", "cpu"):
+        value, grads = kept.value_and_grad(point, wrt=["C"], backend=backend)
+        assert value == pytest.approx(want_value, rel=1e-12)
+        np.testing.assert_allclose(grads["C"], want["C"], rtol=1e-10, atol=1e-12)
+        diag = kept.hessian(point, wrt=["C"], diagonal=True, backend=backend)["C"]
+        np.testing.assert_allclose(diag, want_diag, rtol=1e-10, atol=1e-12)
