@@ -88,19 +88,26 @@ def gate(region) -> int | None:
         return None
     body = region.body
     nodes = body.nodes
-    found: set[int] = set()
-
-    def zero_unless(x: int) -> bool:
+    found: set[int] = set()  # the selects' conditions
+    todo = list(body.outputs["@sum"].ids + body.outputs["@map"].ids)
+    if not todo:
+        return None
+    seen: set[int] = set()
+    while todo:  # a walk, not a recursion: a cotangent may be a sum of thousands of terms
+        x = todo.pop()
+        if x in seen:
+            continue
+        seen.add(x)
         node = nodes[x]
-        if node.op == "const":
-            return node.attr == 0.0
         if node.op == "select":
             found.add(node.args[0])
-            return nodes[node.args[2]].op == "const" and nodes[node.args[2]].attr == 0.0
-        return node.op in ("neg", "add", "sub") and all(zero_unless(a) for a in node.args)
-
-    outs = body.outputs["@sum"].ids + body.outputs["@map"].ids
-    if not outs or not all(zero_unless(x) for x in outs) or len(found) != 1:
+            if not (nodes[node.args[2]].op == "const" and nodes[node.args[2]].attr == 0.0):
+                return None
+        elif node.op in ("neg", "add", "sub"):
+            todo += node.args
+        elif not (node.op == "const" and node.attr == 0.0):
+            return None
+    if len(found) != 1:
         return None
     test = nodes[found.pop()]
     if test.op != "eq":
