@@ -12,6 +12,7 @@ from hypothesis import strategies as st
 
 import diffdsl
 from diffdsl.backends import llvm, llvm_loops
+from diffdsl.graph import sparsity
 from diffdsl.graph.loops import has_regions
 
 WRITTEN_OUT = 10**9
@@ -287,6 +288,11 @@ def test_the_hessian_diagonal_reads_the_data_in_place():
             for _, m, run in llvm_loops._pieces(graph, plan, node.args[:node.attr.captures])
             if run is not None and run[0] == "const" and m >= 70 * 3]
     assert runs == [("const", 1.0)], runs
+    # and the sparse Hessian's pattern and compressed graph read them in place too
+    assert sparsity.hessian_pattern(prog.graph, "cost", ["C"]).shape == (210, 210)
+    compressed = sparsity.compressed_hessian(prog.graph, "cost", ["C"], [[0, 1]])
+    named = [node.attr[0] for node in compressed.nodes if node.op in ("input", "array")]
+    assert named.count("P") == 1, named
 
 
 @settings(max_examples=25, deadline=None)

@@ -68,15 +68,15 @@ def jacobian_pattern(graph: Graph, of: str | None = None, wrt=None) -> Pattern:
     return Pattern((out.size, n), indptr, indices)
 
 
-def hessian_pattern(graph: Graph, of: str | None = None, wrt=None, listed=True) -> Pattern:
+def hessian_pattern(graph: Graph, of: str | None = None, wrt=None) -> Pattern:
     """The symmetric pattern of the Hessian of a one-element output over the `wrt` columns.
     Loops stay loops (pattern_walk.py), except where one carries a state or streams another
-    loop's values: then the graph is written out first. `listed`: the inputs listed element
-    by element (`explicit`), every one unless the caller names the `wrt` inputs."""
-    graph = walkable(graph, listed)
+    loop's values: then the graph is written out first. The other inputs are data, read in
+    place (`explicit` lists the `wrt` inputs alone)."""
+    wrt = pick_inputs(graph, wrt)
+    graph = walkable(graph, set(wrt))
     of = pick_output(graph, of)
     require_scalar(graph, of, "hessian")
-    wrt = pick_inputs(graph, wrt)
     n = len(columns(graph, wrt))
     top = graph.outputs[of].ids[0]
     pairs: set = set()
@@ -125,8 +125,9 @@ def compressed_jacobian(graph: Graph, of: str, wrt: list[str], seeds: list, mode
 def compressed_hessian(graph: Graph, of: str, wrt: list[str], seeds: list) -> Graph:
     """Outputs "value" and "compressed" of shape (p, n): row c is the Hessian times the sum of
     the columns in `seeds[c]`, forward over reverse as `autodiff.hvp`, the seeds constant.
-    Loops stay loops: each sweep is a loop over the same iterations."""
-    graph = explicit(graph)
+    Loops stay loops: each sweep is a loop over the same iterations, and the inputs not in
+    `wrt` are read in place."""
+    graph = explicit(graph, set(pick_inputs(graph, wrt)))
     of, wrt, b, grads, stop, active = _gradient_nodes(graph, of, wrt, "hessian")
     cols = columns(graph, wrt)
     gradient = [g for name in wrt for g in grads[name]]
@@ -152,7 +153,7 @@ def hessian_diagonal(graph: Graph, of: str | None = None, wrt=None) -> Graph:
     graph = explicit(graph, set(wrt))
     of = pick_output(graph, of)
     if summarisable(graph):
-        colours = diagonal_colouring(hessian_pattern(graph, of, wrt, set(wrt)))
+        colours = diagonal_colouring(hessian_pattern(graph, of, wrt))
     else:
         colours = np.arange(len(columns(graph, wrt)), dtype=np.int64)
     of, wrt, b, grads, stop, active = _gradient_nodes(graph, of, wrt, "hessian")
