@@ -358,7 +358,7 @@ class Program:
                 return sparsity.hessian_diagonal(self.graph, of, wrt)
             return getattr(autodiff, kind)(self.graph, of, wrt)
         if value:
-            return self.derived(request, build)  # else made from the whole, not kept:
+            return self.derived(request, build)  # else pruned from a whole one, not kept
         return self.derived(request + " alone", lambda: calls.without_value(build()))
 
     def derived(self, request: str, build) -> Graph:

@@ -10,18 +10,9 @@ import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from test_kept_reductions import WRITTEN_OUT, build
 
-import diffdsl
 from diffdsl.graph.loops import has_regions
-
-WRITTEN_OUT = 10**9
-
-
-def build(source: str, unroll: int | None = None):
-    if unroll is None:
-        return diffdsl.compile(source, cache=False)
-    with diffdsl.limits.using(unroll=unroll):
-        return diffdsl.compile(source, cache=False)
 
 
 def regions(graph) -> set:

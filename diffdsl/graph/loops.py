@@ -26,12 +26,6 @@ def leaf(b: Builder, node: Node) -> int:
     return b.input(*node.attr) if node.op == "input" else b.array(*node.attr)
 
 
-def has_whole(graph: Graph) -> bool:
-    """Whether a port of `graph` is whole (an input read in place, a gradient of one)."""
-    return any(p.whole is not None for ports in (graph.inputs, graph.outputs)
-               for p in ports.values())
-
-
 def inline(b: Builder, body: Graph, given: dict[str, list[int]]) -> dict[str, list[int]]:
     """Build `body`'s nodes into `b`, its inputs replaced by the nodes `given[name]`; the node
     ids of each of its outputs. Regions inside the body are copied as regions."""
@@ -140,12 +134,27 @@ def explicit(graph: Graph, inputs=True) -> Graph:
     node) as its element nodes (unless not `inputs`: the SymPy export reads an array as an
     `IndexedBase`; where `inputs` is a collection of names, those inputs alone: a Hessian's
     diagonal by some inputs reads the others in place), an output whole on a region as
-    parts; regions stay regions. `graph` itself where no port is whole. For consumers that
-    take inputs and outputs one element at a time (forward mode, Jacobians, Hessians, the
-    tape)."""
-    if not has_whole(graph):
+    parts; regions stay regions. `graph` itself where no port is to be listed (a graph this
+    made, given again). For consumers that take inputs and outputs one element at a time
+    (forward mode, Jacobians, Hessians, the tape)."""
+    if not any(_listed_whole(graph, p, inputs) for ports in (graph.inputs, graph.outputs)
+               for p in ports.values()):
         return graph
     return _rebuilt(graph, unrolled=False, inputs=inputs)
+
+
+def _lists(inputs, name: str) -> bool:
+    """Whether input `name` is listed, `inputs` as `explicit` takes it."""
+    return inputs is True or (inputs is not False and name in inputs)
+
+
+def _listed_whole(graph: Graph, p: Port, inputs) -> bool:
+    """Whether port `p` is whole and is to be listed: on a region's values, or on an input
+    that `inputs` lists."""
+    if p.whole is None:
+        return False
+    node = graph.nodes[p.whole[0]]
+    return node.op != "array" or _lists(inputs, node.attr[0])
 
 
 def _rebuilt(graph: Graph, unrolled: bool, inputs=True) -> Graph:
@@ -154,18 +163,14 @@ def _rebuilt(graph: Graph, unrolled: bool, inputs=True) -> Graph:
     b = Builder()
     ids: list[int] = [0] * len(graph.nodes)
     values: dict[int, list[int]] = {}  # an array's or (unrolled) a region's values
-
-    def listing(name: str) -> bool:
-        return inputs is True or (inputs is not False and name in inputs)
-
     for name, port in graph.inputs.items():  # the inputs' elements first, in order
-        if port.whole is not None and listing(name):
+        if port.whole is not None and _lists(inputs, name):
             values[port.whole[0]] = [b.input(name, k) for k in range(port.size)]
     for i, node in enumerate(graph.nodes):
         if node.op == "input":
             ids[i] = b.input(*node.attr)
         elif node.op == "array":  # listed: read through `values`
-            ids[i] = -1 if listing(node.attr[0]) else b.array(*node.attr)
+            ids[i] = -1 if _lists(inputs, node.attr[0]) else b.array(*node.attr)
         elif node.op == "const":
             ids[i] = b.const(node.attr)
         elif node.op == "region":
@@ -187,8 +192,7 @@ def _rebuilt(graph: Graph, unrolled: bool, inputs=True) -> Graph:
             ids[i] = b.op(node.op, *(ids[a] for a in node.args))
 
     def listed(p: Port) -> Port:
-        whole = None if p.whole is None else graph.nodes[p.whole[0]]
-        if whole is None or (whole.op == "array" and not listing(whole.attr[0])):
+        if not _listed_whole(graph, p, inputs):
             return p.moved(ids)
         node, first = p.whole
         els = values[node][first:first + p.size] if node in values else \

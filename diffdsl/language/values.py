@@ -248,7 +248,7 @@ class Values:
             return self.op(COMPARISONS[op], a, b)
         # A loop index against a static value is a static condition when the loop is
         # written out (one branch lowered); kept as a loop, it is one where the answer is
-        # the same in every iteration, and where not the loop is cut (`loop_index.compare`).
+        # the same in every iteration, else the loop is written out (`loop_index.compare`).
         if isinstance(a, Index) or isinstance(b, Index):
             return loop_index.compare(_PY_COMPARE[op], a, b)
         return bool(_PY_COMPARE[op](a, b))

@@ -57,7 +57,7 @@ class PlanStore:
         self.key = hashlib.sha256(text.encode()).hexdigest()
         self.path = self.store.root / self.key / PLAN_FILE
         self.entry = self._read()
-        self._texts: dict[str, str] = {}  # each graph's canonical JSON, printed once
+        self._texts: dict[str, str] = {}  # each graph's JSON text, printed once
         # Threads deriving different graphs of one program add them here at the same time:
         # the entry is not printed while another thread changes it.
         self._lock = threading.Lock()
@@ -65,9 +65,9 @@ class PlanStore:
     def _read(self) -> dict:
         """The entry's graphs, or none when any part of the file is damaged: its first line
         is the sha256 of the rest, the graphs' JSON text as it was written."""
-        try:
-            digest, _, body = self.path.read_bytes().decode("utf-8").partition("\n")
-            if digest == hashlib.sha256(body.encode()).hexdigest() and \
+        try:  # checked as bytes: a large entry is not decoded and encoded again to hash it
+            digest, _, body = self.path.read_bytes().partition(b"\n")
+            if digest == hashlib.sha256(body).hexdigest().encode() and \
                     self.store.owns(self.path.parent):
                 graphs = json.loads(body)
                 if isinstance(graphs, dict):
@@ -90,8 +90,8 @@ class PlanStore:
 
     def remember(self, request: str, graph: Graph) -> None:
         """Add `graph` under `request` and write the entry (atomically). Each graph is
-        printed once, as canonical JSON (`_digest`'s), and the entry's text joins them: a
-        derivative of a million elements is not printed again for each later one."""
+        printed once and the entry's text joins them: a derivative of a million elements is
+        not printed again for each later one."""
         encoded = encode(graph)
         with self._lock:
             graphs = self.entry["graphs"]
