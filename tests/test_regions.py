@@ -403,3 +403,56 @@ def test_a_derivative_a_branch_made_zero_stays_zero_across_a_region(name):
             for k in want:
                 assert not np.isnan(got[k]).any() or np.isnan(want[k]).any(), (mode, backend)
             close(got, want)
+
+
+# A short loop (k = 3, under `limits.unroll`) whose items are each a large body: GMM's
+# components, d^2 / 2 work each (a triangular factor times the point's offset).
+SHORT = """
+const n = 5
+const d = 32
+const k = 3
+input X[n, d]
+input M[k, d]
+input L[k, d * d]
+def term(l, m, x) = -0.5 * sum(sum(l[j * d + t] * (x[t] - m[t]) for t in range(j + 1)) ** 2
+                              for j in range(d))
+output y = sum(logsumexp([term(L[c], M[c], X[i]) for c in range(k)]) for i in range(n))
+"""
+
+
+def kept_trips(graph) -> list[int]:
+    return [node.attr.n for node in graph.nodes if node.op == "region"]
+
+
+def test_a_short_loop_of_a_large_body_stays_a_loop():
+    """Written out, the loop over the k components would be k copies of d^2 / 2 terms in
+    every point's sum: kept, and so the loop over the n points around it (its body that
+    loop, large too), and the graph does not grow with k. Values and gradients are the
+    program's written out."""
+    regions, unrolled = both(SHORT)
+    (outer,) = [node.attr for node in regions.graph.nodes if node.op == "region"]
+    assert outer.n == 5 and kept_trips(outer.body) == [3] and not has_regions(unrolled.graph)
+    more = diffdsl.compile(SHORT.replace("const k = 3", "const k = 9"), cache=False)
+    assert len(more.graph.nodes) - len(regions.graph.nodes) == 6 * 32 * 33  # M's, L's inputs
+    rng = np.random.default_rng(2)
+    values = point(regions, rng)
+    values["L"] /= 10
+    for backend in ("cpu", "numpy"):
+        close(regions(values, backend=backend), unrolled(values, backend="numpy"))
+        close(regions.grad(values, backend=backend), unrolled.grad(values, backend="numpy"))
+
+
+@pytest.mark.parametrize("source", [
+    # a small body: written out (k copies of a few nodes)
+    "input X[5, 3]\ninput M[3, 3]\n"
+    "output y = sum(logsumexp([sum((X[i] - M[c]) ** 2) for c in range(3)]) for i in range(5))",
+    # items of many values: each would be a part node of the loop, read one by one after
+    "input x[200]\ninput w[4]\n"
+    "output y = sum(logsumexp([x * w[c] + sin(x * w[c]) * cos(x) for c in range(4)], axis=0))",
+])
+def test_a_short_loop_of_a_small_body_or_large_items_is_written_out(source):
+    regions, unrolled = both(source)
+    assert 4 not in kept_trips(regions.graph) and 3 not in kept_trips(regions.graph)
+    rng = np.random.default_rng(4)
+    values = point(regions, rng)
+    close(regions(values), unrolled(values))

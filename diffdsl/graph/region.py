@@ -93,6 +93,12 @@ class Region:
         final carried state."""
         return self.sums + self.n * self.maps + len(self.winners) + self.carry
 
+    @cached_property
+    def work(self) -> int:
+        """How many nodes the region is written out: its body's, n times (a region inside
+        the body counted written out too)."""
+        return self.n * written_out(self.body)
+
     @property
     def arity(self) -> int:
         """How many arguments its node takes: captures, streams, the initial state."""
@@ -112,3 +118,8 @@ class Region:
 
     def widths(self) -> list[int]:
         return [self.body.inputs[f"@s{j}"].size for j in range(len(self.streams))]
+
+
+def written_out(graph) -> int:
+    """How many nodes `graph` is with its regions written out."""
+    return sum(node.attr.work if node.op == "region" else 1 for node in graph.nodes)

@@ -89,6 +89,7 @@ class _Lowerer:
         self.outputs: dict[str, Port] = {}
         self.memo: dict = {}
         self.depth = 0
+        self.written_out: set = set()  # short loops not kept (regions.py): (clause id, n)
         # What derivatives inside the program need (bindings.py): the names each function
         # differentiates by, those of the function being lowered, and each tag's value and ε.
         self.differentiated: dict = {None: NONE}

@@ -18,8 +18,9 @@ from ..values import Dyn
 from . import rows
 from .indices import iterate, subscripts
 from .names import lookup_value
-from .regions import read, region_map, regular_range
+from .regions import region_map, regular_range
 from .rows import elements, lazy
+from .stream_reads import read
 from .wholes import WholeInput, element, listed
 
 

@@ -29,7 +29,6 @@ from .. import syntax as s
 from ..builtins.common import Scalars
 from ..loop_index import Index
 from ..values import Dyn, is_array
-from .wholes import WholeInput, listed
 
 LEVEL = 1 << 40  # ids of a body at nesting depth d start at d * LEVEL
 
@@ -194,6 +193,7 @@ class BodyBuilder:
         body = body_graph(nodes, ports, sums, maps, nexts)
         initial = [] if state is None else list(state[0])
         region, args = make_region(self.n, body, list(self.captured), streams, combine, initial)
+        self.made = region
         return self.parent.region(region, args)
 
     def parent_node(self, x) -> int:
@@ -215,21 +215,36 @@ class BodyBuilder:
 
 
 def regular_range(lw, clauses, scope, reduction: str = "") -> int | None:
-    """The trip count of a single `for NAME in range(...)` clause with step 1 past
-    `limits.unroll` iterations (for a `min` or `max` inside a loop, an eighth of that:
-    written out, its gradient is a chain of selects run in every iteration); else None."""
+    """The trip count of a single `for NAME in range(...)` clause with step 1, to try as a
+    loop that stays a loop: past `limits.unroll` iterations (`longest`), or a shorter one of
+    `SHORTEST` iterations or more not yet written out here (kept if its body is large, see
+    `lower_region`); else None."""
     if len(clauses) != 1 or not isinstance(clauses[0], s.CompFor):
         return None
     bounds = range_bounds(lw, clauses[0].iter, scope)
-    longest = lw.v.limits.unroll
-    if reduction in ("min", "max") and isinstance(lw.v.b, BodyBuilder):
-        longest //= ROUTED
-    if bounds is None or bounds[1] - bounds[0] <= longest:
+    if bounds is None:
         return None
-    return bounds[1] - bounds[0]
+    n = bounds[1] - bounds[0]
+    if n > longest(lw, reduction) or (n >= SHORTEST and (id(clauses[0]), n) not in
+                                        lw.written_out):
+        return n
+    return None
+
+
+def longest(lw, reduction: str) -> int:
+    """The most iterations of a loop written out whatever its body: `limits.unroll` (for a
+    `min` or `max` inside a loop, an eighth of that: written out, its gradient is a chain of
+    selects run in every iteration)."""
+    if reduction in ("min", "max") and isinstance(lw.v.b, BodyBuilder):
+        return lw.v.limits.unroll // ROUTED
+    return lw.v.limits.unroll
 
 
 ROUTED = 8  # k-means' nearest of k = 10 centroids, kept: 1.5 to 3 times faster a call
+# A loop of `SHORTEST` to `limits.unroll` iterations stays a loop where written out it would
+# be over `limits.unroll * WORK` nodes (its body large: GMM's k components of d^2 work each)
+# and its items are `limits.unroll` values or fewer.
+SHORTEST, WORK = 2, 64
 
 
 def range_bounds(lw, it, scope) -> tuple[int, int] | None:
@@ -247,10 +262,11 @@ def range_bounds(lw, it, scope) -> tuple[int, int] | None:
     return (0, bounds[0]) if len(bounds) == 1 else (bounds[0], bounds[1])
 
 
-def in_body(lw, n: int, build, checked: tuple[int, int] | None = None):
+def in_body(lw, n: int, build, checked: tuple[int, int] | None = None, clause=None):
     """`build(bb)` with the lowerer building into `bb`, a new body of `n` iterations (its
     index's values checked over `checked`, see `BodyBuilder`): its result, or None where the
-    body is irregular (the caller writes the loop out, and the budget is as it was)."""
+    body is irregular (the caller writes the loop out, and the budget is as it was; a
+    `clause` so written out is not tried again for `n` iterations, see `regular_range`)."""
     parent, memo, budget_used = lw.v.b, lw.memo, lw.v.budget.used
     bb = BodyBuilder(parent, n, checked)
     lw.v.b = lw.b = bb
@@ -260,19 +276,24 @@ def in_body(lw, n: int, build, checked: tuple[int, int] | None = None):
     except (Irregular, DiffDSLError, AttributeError, IndexError, TypeError, ValueError,
             KeyError):
         lw.v.budget.used = budget_used
+        if clause is not None:
+            lw.written_out.add((id(clause), n))
         return None
     finally:
         lw.v.b = lw.b = parent
         lw.memo = memo
 
 
-def lower_region(lw, elt, clause, n: int, scope, kind: str, combine: str = "add", post=None):
+def lower_region(lw, elt, clause, n: int, scope, kind: str, combine: str = "add", post=None,
+                 reduction: str = ""):
     """`sum(elt for NAME in range(n))` (kind "sum"; `combine` "min" or "max" for those, and
     `post` a function of the element's value, lowered in the body) or
-    `[elt for NAME in range(n)]` ("map") as a region; None when the body is irregular (then
-    the caller unrolls it)."""
+    `[elt for NAME in range(n)]` ("map") as a region; None when the body is irregular, or
+    the loop short (`reduction` a builtin `longest` reads) and its body small (then the
+    caller unrolls it)."""
     if clause.name in lw.wrt:  # differentiated by: a variable, as the loop written out says
         return None
+    short = n <= longest(lw, reduction)
 
     def build(bb):
         start = range_bounds(lw, clause.iter, scope)[0]
@@ -282,16 +303,24 @@ def lower_region(lw, elt, clause, n: int, scope, kind: str, combine: str = "add"
                 raise Irregular("a sum of arrays")
             if post is not None:
                 value = post(value)
-            return ("sum", bb.finish([value], [], (combine,)))
-        flat = list(value.flat) if is_array(value) else [value]
-        shape = value.shape if is_array(value) else ()
-        return ("map", bb.finish([], flat), shape)
-    return in_body(lw, n, build)
+            made = ("sum", bb.finish([value], [], (combine,)))
+        else:
+            flat = list(value.flat) if is_array(value) else [value]
+            shape = value.shape if is_array(value) else ()
+            made = ("map", bb.finish([], flat), shape)
+        if short and (bb.made.work <= lw.v.limits.unroll * WORK or
+                      bb.made.maps > lw.v.limits.unroll):
+            # Written out: a small body, or items of many elements, each a part node of
+            # the region, which later array operations would read one by one
+            raise Irregular("a short loop of a small body or large items")
+        return made
+    return in_body(lw, n, build, clause=clause if short else None)
 
 
-def region_sum(lw, elt, clause, n: int, scope, combine: str = "add", post=None):
+def region_sum(lw, elt, clause, n: int, scope, combine: str = "add", post=None,
+               reduction: str = ""):
     """The value of a generator sum (or min, or max) kept as a loop, or None (unroll it)."""
-    done = lower_region(lw, elt, clause, n, scope, "sum", combine, post)
+    done = lower_region(lw, elt, clause, n, scope, "sum", combine, post, reduction)
     if done is None:
         return None
     return lw.v.dyn(lw.b.part(done[1], 0))
@@ -304,19 +333,19 @@ def region_reduce(lw, e: s.GenCall, n: int, scope):
     clause = e.clauses[0]
     if e.func in ("sum", "mean", "min", "max"):
         combine = e.func if e.func in ("min", "max") else "add"
-        total = region_sum(lw, e.elt, clause, n, scope, combine)
+        total = region_sum(lw, e.elt, clause, n, scope, combine, reduction=e.func)
         if total is None or e.func != "mean":
             return total
         return lw.v.arith("/", total, n, e.span)
     if e.func != "logsumexp":
         return None
-    m = region_sum(lw, e.elt, clause, n, scope, "max")
+    m = region_sum(lw, e.elt, clause, n, scope, "max", reduction=e.func)
     if m is None:
         return None
     a = Scalars(lw.v, e.span)
     shift = a.shift(m)
     total = region_sum(lw, e.elt, clause, n, scope,
-                       post=lambda x: a.f("exp", a.sub(x, shift)))
+                       post=lambda x: a.f("exp", a.sub(x, shift)), reduction=e.func)
     if total is None:
         return None
     return a.add(shift, a.f("log", total))
@@ -336,85 +365,9 @@ def region_map(lw, elt, clause, n: int, scope):
     return out.reshape((n, *shape))
 
 
-def read(lw, value, index: list, span):
-    """`value[index]` where some subscripts are `Index`es of the innermost body or of bodies
-    around it: stream reads of the array's elements (of an input read in place, from where it
-    lies). Raises `Irregular` where a region cannot read it so."""
-    v = lw.v
-    bb = v.b
-    if not isinstance(bb, BodyBuilder) or not (is_array(value) or isinstance(
-            value, WholeInput)) or len(index) > value.ndim:
-        raise Irregular("an index of a loop into something other than an array")
-    enclosing = []  # bb and the bodies around it, innermost first
-    at = bb
-    while isinstance(at, BodyBuilder):
-        enclosing.append(at)
-        at = at.parent
-    shape = value.shape
-    strides = [math.prod(shape[d + 1:]) for d in range(len(shape))]
-    coeffs = {id(body): 0 for body in enclosing}
-    offset = 0
-    for d, (item, _) in enumerate(index):
-        if isinstance(item, Index):
-            low = high = item.b  # its range over every iteration of every loop in it
-            for body, a in item.terms:
-                if id(body) not in coeffs:
-                    raise Irregular("an index of a loop that has ended")
-                low += min(0, a * (body.n - 1))
-                high += max(0, a * (body.n - 1))
-                coeffs[id(body)] += a * strides[d]
-            if low < 0 or high >= shape[d]:
-                raise Irregular("an index out of range in some iteration")
-            offset += item.b * strides[d]
-        elif type(item) is int and -shape[d] <= item < shape[d]:
-            offset += (item % shape[d]) * strides[d]
-        else:
-            raise Irregular("a subscript a region cannot read")
-    if any(c < 0 for c in coeffs.values()):
-        raise Irregular("a loop reading an array backwards")
-    terms = [(body, coeffs[id(body)]) for body in enclosing]
-    rest = shape[len(index):]
-    elements = value
-    if isinstance(value, WholeInput) and isinstance(_reader(terms).parent, BodyBuilder):
-        elements = listed(lw, value)  # only a top-level loop's region streams it whole
-    elements = elements if isinstance(elements, WholeInput) else list(elements.flat)
-    ids = _window(terms, elements, offset, math.prod(rest))
-    out = np.empty(len(ids), dtype=object)
-    for m, i in enumerate(ids):
-        out[m] = v.dyn(i)
-    return out.reshape(rest) if rest else out[0]
-
-
-def _window(terms: list, elements: list, offset: int, width: int) -> list[int]:
-    """Ids, in the innermost body of `terms` ((body, stride) pairs, innermost first), of the
-    elements `offset + sum(stride * index) + t` for t below `width`. Where a body around it
-    moves the window too, that body reads the window its loop needs first (a row of a matrix
-    in a matrix-vector product), and the inner body streams through it."""
-    (body, stride), outer = terms[0], terms[1:]
-    if any(c for _, c in outer):
-        span = stride * (body.n - 1) + width  # what the inner loop reads, in one outer step
-        items = _window(outer, elements, offset, span)
-        return [body.read(tuple(items), stride, t) for t in range(width)]
-    if isinstance(elements, WholeInput):
-        items = WholeItems(elements.node, elements.size)
-    else:
-        items = tuple(body.parent_node(x) for x in elements)
-    return [body.read(items, stride, offset + t) for t in range(width)]
-
-
 @dataclass(frozen=True)
 class WholeItems:
     """The items of a stream that reads an input whole: its array node and its size."""
 
     node: int
     size: int
-
-
-def _reader(terms: list):
-    """The body that reads the array's elements directly in `_window`: the outermost that
-    moves the window (the innermost where none around it does)."""
-    reader = terms[0][0]
-    for body, stride in terms[1:]:
-        if stride:
-            reader = body
-    return reader

@@ -26,7 +26,8 @@ from ..builtins.common import Scalars
 from ..builtins.table import reduce_along, reduce_items
 from ..loop_index import Index
 from ..values import is_array
-from .regions import in_body, read
+from .regions import in_body
+from .stream_reads import read
 from .wholes import Shaped, WholeInput, listed, root_builder, row_elements
 
 ALL, ROWS = "all", "rows"  # how a Rows reads an operand: the same in every row, or its row

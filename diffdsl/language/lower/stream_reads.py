@@ -1,0 +1,90 @@
+"""Reads of arrays at a loop's index inside a region's body (regions.py): `A[i, ...]` of an
+array from outside the loop, at an index affine in the loop variables of the bodies around
+it, becomes a stream of the array's elements, a window of which each iteration sees."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from ..loop_index import Index
+from ..values import is_array
+from .regions import BodyBuilder, Irregular, WholeItems
+from .wholes import WholeInput, listed
+
+
+def read(lw, value, index: list, span):
+    """`value[index]` where some subscripts are `Index`es of the innermost body or of bodies
+    around it: stream reads of the array's elements (of an input read in place, from where it
+    lies). Raises `Irregular` where a region cannot read it so."""
+    v = lw.v
+    bb = v.b
+    if not isinstance(bb, BodyBuilder) or not (is_array(value) or isinstance(
+            value, WholeInput)) or len(index) > value.ndim:
+        raise Irregular("an index of a loop into something other than an array")
+    enclosing = []  # bb and the bodies around it, innermost first
+    at = bb
+    while isinstance(at, BodyBuilder):
+        enclosing.append(at)
+        at = at.parent
+    shape = value.shape
+    strides = [math.prod(shape[d + 1:]) for d in range(len(shape))]
+    coeffs = {id(body): 0 for body in enclosing}
+    offset = 0
+    for d, (item, _) in enumerate(index):
+        if isinstance(item, Index):
+            low = high = item.b  # its range over every iteration of every loop in it
+            for body, a in item.terms:
+                if id(body) not in coeffs:
+                    raise Irregular("an index of a loop that has ended")
+                low += min(0, a * (body.n - 1))
+                high += max(0, a * (body.n - 1))
+                coeffs[id(body)] += a * strides[d]
+            if low < 0 or high >= shape[d]:
+                raise Irregular("an index out of range in some iteration")
+            offset += item.b * strides[d]
+        elif type(item) is int and -shape[d] <= item < shape[d]:
+            offset += (item % shape[d]) * strides[d]
+        else:
+            raise Irregular("a subscript a region cannot read")
+    if any(c < 0 for c in coeffs.values()):
+        raise Irregular("a loop reading an array backwards")
+    terms = [(body, coeffs[id(body)]) for body in enclosing]
+    rest = shape[len(index):]
+    elements = value
+    if isinstance(value, WholeInput) and isinstance(_reader(terms).parent, BodyBuilder):
+        elements = listed(lw, value)  # only a top-level loop's region streams it whole
+    elements = elements if isinstance(elements, WholeInput) else list(elements.flat)
+    ids = _window(terms, elements, offset, math.prod(rest))
+    out = np.empty(len(ids), dtype=object)
+    for m, i in enumerate(ids):
+        out[m] = v.dyn(i)
+    return out.reshape(rest) if rest else out[0]
+
+
+def _window(terms: list, elements: list, offset: int, width: int) -> list[int]:
+    """Ids, in the innermost body of `terms` ((body, stride) pairs, innermost first), of the
+    elements `offset + sum(stride * index) + t` for t below `width`. Where a body around it
+    moves the window too, that body reads the window its loop needs first (a row of a matrix
+    in a matrix-vector product), and the inner body streams through it."""
+    (body, stride), outer = terms[0], terms[1:]
+    if any(c for _, c in outer):
+        span = stride * (body.n - 1) + width  # what the inner loop reads, in one outer step
+        items = _window(outer, elements, offset, span)
+        return [body.read(tuple(items), stride, t) for t in range(width)]
+    if isinstance(elements, WholeInput):
+        items = WholeItems(elements.node, elements.size)
+    else:
+        items = tuple(body.parent_node(x) for x in elements)
+    return [body.read(items, stride, offset + t) for t in range(width)]
+
+
+def _reader(terms: list):
+    """The body that reads the array's elements directly in `_window`: the outermost that
+    moves the window (the innermost where none around it does)."""
+    reader = terms[0][0]
+    for body, stride in terms[1:]:
+        if stride:
+            reader = body
+    return reader
