@@ -30,13 +30,14 @@ from __future__ import annotations
 import math
 import re
 import struct
+from collections import Counter
 
 import numpy as np
 
 from ..graph.ir import Graph, verify
 from ..graph.ops import OPS, POW_CONST_LL
 from .llvm_entries import entries
-from .llvm_loops import loop
+from .llvm_loops import accumulates, add_loop, loop
 from .llvm_vector import widen
 
 SEGMENT = 250  # nodes per segment: compile time per node grows with it (README)
@@ -97,21 +98,25 @@ class _Module:
         self.tables: list[str] = []
         self.fills = False
 
-    def function(self, graph: Graph, prefix: str) -> _Layout:
+    def function(self, graph: Graph, prefix: str, adds: frozenset = frozenset()) -> _Layout:
         """Emit the segments of `graph` as `@{prefix}seg{k}` (and the bodies of its regions);
-        its layout, which says how much scratch it needs."""
+        its layout, which says how much scratch it needs. The outputs named in `adds` are
+        added to what their ports hold, not stored (`llvm_loops.accumulates`)."""
         t = TYPES[self.dtype][0]
-        plan = _Layout(graph)
+        plan = _Layout(graph, adds)
+        plan.write_in_place(graph)
         for op in {node.op for node in graph.nodes}:
             for m in _CALL.finditer(self.spell.get(op, "")):
                 self.callees[m.group(2)] = f"declare {m.group(1)} @{m.group(2)}(" + \
                     ", ".join([m.group(1)] * (m.group(3).count(",") + 1)) + ") nounwind"
         for i, node in enumerate(graph.nodes):
             if node.op == "region":
-                inner = self.function(node.attr.body, f"{prefix}b{i}.")
+                inner_adds = {"@sum"} if accumulates(node.attr) else set()
+                if plan.direct.get(i, (None,))[0] in plan.adding:  # its rows add up there
+                    inner_adds.add("@map")
+                inner = self.function(node.attr.body, f"{prefix}b{i}.", frozenset(inner_adds))
                 plan.place_region(i, node.attr, inner.scratch)
                 self._runner(f"{prefix}b{i}.", inner)
-        plan.write_in_place(graph)
         for k, (start, stop) in enumerate(plan.segments):
             body = _segment(graph, plan, start, stop, k == len(plan.segments) - 1,
                             self.dtype, self.spell, prefix)
@@ -147,7 +152,7 @@ class _Layout:
     """Where each node lives: segments, slots for values used by a later segment, and the
     port and element each input node reads."""
 
-    def __init__(self, graph: Graph):
+    def __init__(self, graph: Graph, adds: frozenset = frozenset()):
         n = len(graph.nodes)
         self.segments = [(a, min(a + SEGMENT, n)) for a in range(0, max(n, 1), SEGMENT)]
         self.port_of = {name: k for k, name in enumerate(graph.inputs)}  # input -> port
@@ -160,6 +165,9 @@ class _Layout:
         self.copies = []  # (port, first element, region node, first value, elements)
         self.direct: dict[int, tuple[int, int]] = {}  # region -> (port, element): its rows
         first = len(graph.inputs)
+        # Output ports whose values are added to what they hold (a body's sums, added up
+        # over its loop's iterations where they lie): a +0.0 there is no instruction at all.
+        self.adding = {first + k for k, name in enumerate(graph.outputs) if name in adds}
         # Per node: whether it is a constant, and its value (NaN otherwise), so that the block
         # fills of a port of a million elements are found by NumPy, not element by element.
         self._is_const = np.array([node.op == "const" for node in graph.nodes], dtype=bool)
@@ -171,7 +179,8 @@ class _Layout:
                 self.copies.append((first + k, 0, *port.whole, port.size))
                 continue
             ids = np.asarray(port.ids, dtype=np.int64)
-            covered = self._fill(first + k, ids) | self._copy(graph, first + k, port.ids)
+            zeros = self._zeros(ids) if first + k in self.adding else self._fill(first + k, ids)
+            covered = zeros | self._copy(graph, first + k, port.ids)
             for e in np.flatnonzero(~covered).tolist():
                 self.stores.setdefault(port.ids[e], []).append((first + k, e))
         self.slot = {}
@@ -205,12 +214,18 @@ class _Layout:
 
     def write_in_place(self, graph: Graph) -> None:
         """A region whose stacked values all go to one output port, in order, and nowhere
-        else (no part reads one, no loop streams them) writes each iteration's row there
-        (`direct`) instead of into its scratch for a copy after the loop: a gradient by an
-        input read in place is then written once, not twice."""
+        else (no node reads one, no loop streams them, no other port holds one) writes each
+        iteration's row there (`direct`) instead of into its scratch for a copy after the
+        loop: a gradient by an input read in place is then written once, not twice, and a
+        pullback's inner loop adds its rows where its body's sums lie (k-means' winning
+        centroid's cotangents, `llvm_loops.accumulates`)."""
         read = set()
-        for node in graph.nodes:
-            if node.op == "part" and node.attr >= graph.nodes[node.args[0]].attr.sums:
+        args = {a for node in graph.nodes for a in node.args} | set(self.stores)
+        copied = Counter(copy[2] for copy in self.copies)
+        read.update(r for r, count in copied.items() if count > 1)
+        for i, node in enumerate(graph.nodes):
+            if node.op == "part" and node.attr >= graph.nodes[node.args[0]].attr.sums and \
+                    i in args:  # a node or a store reads the value, not one copy alone
                 read.add(node.args[0])
             elif node.op == "region":
                 read.update(a for a in node.args if graph.nodes[a].op == "region")
@@ -250,12 +265,17 @@ class _Layout:
             e += m
         return covered
 
+    def _zeros(self, ids: np.ndarray) -> np.ndarray:
+        """Which of the node ids `ids` are the constant +0.0 (not -0.0)."""
+        values = self._consts[ids]
+        return self._is_const[ids] & (values == 0) & ~np.signbit(values)
+
     def _fill(self, k: int, ids: np.ndarray) -> np.ndarray:
         """Add a block fill of output port `k` (node ids `ids`) when it pays; a mask of the
         elements it covers."""
         consts = self._is_const[ids]
         values = self._consts[ids]
-        zeros = consts & (values == 0) & ~np.signbit(values)  # +0.0 only: -0.0 is stored
+        zeros = self._zeros(ids)  # +0.0 only: -0.0 is stored
         if consts.sum() - zeros.sum() >= TABLE_BLOCK:
             self.fills.append((k, len(ids), np.where(consts, values, 0.0).tolist()))
             return consts
@@ -311,6 +331,10 @@ def _segment(graph: Graph, plan: _Layout, start: int, stop: int, last: bool,
             v = value(i)
             base = port(k)
             out.append(f"%o{k}.{e} = getelementptr inbounds {t}, ptr {base}, i64 {e}")
+            if k in plan.adding:
+                out.extend([f"%o{k}.{e}.u = load {t}, ptr %o{k}.{e}",
+                            f"%o{k}.{e}.v = fadd {t} %o{k}.{e}.u, {v}"])
+                v = f"%o{k}.{e}.v"
             out.append(f"store {t} {v}, ptr %o{k}.{e}")
 
     if start == 0:
@@ -351,6 +375,9 @@ def _segment(graph: Graph, plan: _Layout, start: int, stop: int, last: bool,
             out.append(f"%cp{n}.to = getelementptr inbounds {t}, ptr {port(k)}, i64 {e}")
             out.append(f"%cp{n}.from = getelementptr inbounds {t}, ptr %s, "
                        f"i64 {plan.areas[r]['buf'] + start}")
+            if k in plan.adding:
+                out += add_loop(f"cp{n}", f"%cp{n}.to", f"%cp{n}.from", 0, count, t, block)
+                continue
             out.append(f"call void @llvm.memcpy.p0.p0.i64(ptr %cp{n}.to, ptr %cp{n}.from, "
                        f"i64 {count * size}, i1 false)")
     # A region's locals are allocated once, in the entry block, where the optimiser's SROA

@@ -185,8 +185,10 @@ def loop(graph: Graph, plan, i: int, value, port, block: list, t: str, prefix: s
                 f"i64 {m * size}, i1 false)"]
     bind("@i", local(f"{r}.ix", 1, "index"), "i")
     bind("@c", f"{r}.cap", "c")
-    bind("@sum", local(f"{r}.sums", region.sums, "sums"), "sum")
     buf = scratch(f"{r}.buf", area["buf"])
+    adds = accumulates(region)
+    # The body adds its sums into the accumulators itself, or stores them for the latch to.
+    bind("@sum", buf if adds else local(f"{r}.sums", region.sums, "sums"), "sum")
     runs = _add_runs(region)
     looped = {e for start, stop in runs for e in range(start, stop)}
     for e in range(region.sums):
@@ -225,6 +227,8 @@ def loop(graph: Graph, plan, i: int, value, port, block: list, t: str, prefix: s
         bind("@next", local(f"{r}.nx", region.carry, "next"), "next")
     body_scratch = scratch(f"{r}.bs", area["body"])
     # The block that ends an iteration, which the index's phi names: the last add loop's.
+    if adds:
+        runs = []  # no adds in the latch
     latch = f"r{i}.a{runs[-1][0]}.done" if runs else f"r{i}.head"
     first, end, enter = "0", str(region.n), f"br label %r{i}.head"
     only = gate(region)
@@ -232,7 +236,7 @@ def loop(graph: Graph, plan, i: int, value, port, block: list, t: str, prefix: s
         out += _gated(r, value(node.args[only]), region.n, t)
         first, end = f"{r}.gi", f"{r}.gend"
         enter = f"br i1 {r}.gok, label %r{i}.head, label %r{i}.done"
-        if region.maps:
+        if region.maps and plan.direct.get(i, (None,))[0] not in plan.adding:
             base, at = (port(plan.direct[i][0]), plan.direct[i][1]) if i in plan.direct \
                 else (buf, region.sums)
             out += [f"{r}.z = getelementptr inbounds {t}, ptr {base}, i64 {at}",
@@ -261,21 +265,11 @@ def loop(graph: Graph, plan, i: int, value, port, block: list, t: str, prefix: s
                    "i1 false)")
     if region.winners:
         out.append(f"{r}.later = icmp ne i64 {r}.it, 0")
-    before = f"r{i}.head"
+    tail = [f"r{i}.head"]
     for start, stop in runs:  # acc[e] += sums[e], as a loop the vectoriser takes
-        a = f"r{i}.a{start}"
-        out += [f"br label %{a}", f"{a}:",
-                f"%{a}.e = phi i64 [ {start}, %{before} ], [ %{a}.en, %{a} ]",
-                f"%{a}.tp = getelementptr inbounds {t}, ptr {r}.sums, i64 %{a}.e",
-                f"%{a}.t = load {t}, ptr %{a}.tp",
-                f"%{a}.up = getelementptr inbounds {t}, ptr {buf}, i64 %{a}.e",
-                f"%{a}.u = load {t}, ptr %{a}.up", f"%{a}.v = fadd {t} %{a}.u, %{a}.t",
-                f"store {t} %{a}.v, ptr %{a}.up", f"%{a}.en = add i64 %{a}.e, 1",
-                f"%{a}.more = icmp slt i64 %{a}.en, {stop}",
-                f"br i1 %{a}.more, label %{a}, label %{a}.done", f"{a}.done:"]
-        before = f"{a}.done"
+        out += add_loop(f"r{i}.a{start}", buf, f"{r}.sums", start, stop, t, tail)
     for e in range(region.sums):
-        if e in looped:
+        if e in looped or adds:
             continue
         out += [f"{r}.t{e}.p = getelementptr inbounds {t}, ptr {r}.sums, i64 {e}",
                 f"{r}.t{e} = load {t}, ptr {r}.t{e}.p",
@@ -296,6 +290,34 @@ def loop(graph: Graph, plan, i: int, value, port, block: list, t: str, prefix: s
     out += [f"{r}.next = add i64 {r}.it, 1", f"{r}.more = icmp slt i64 {r}.next, {end}",
             f"br i1 {r}.more, label %r{i}.head, label %r{i}.done", f"r{i}.done:"]
     block[0] = f"r{i}.done"
+    return out
+
+
+def accumulates(region) -> bool:
+    """Whether the body of `region` adds its sums into the region's accumulators itself
+    (llvm._Layout.adding) rather than storing them for the loop to add: all added, none a
+    min or max, no state carried. A pullback's cotangents of values captured from outside
+    (k-means' centroids, in every iteration over the points) are then added where the body
+    computes them, and an inner loop's rows of them (the winning centroid's alone) where it
+    writes them: no pass over them per iteration to zero, copy or add."""
+    return region.sums > 0 and not region.winners and not region.carry
+
+
+def add_loop(name: str, to: str, values: str, start: int, stop: int, t: str,
+             block: list) -> list[str]:
+    """`to[e] += values[e]` for e in [start, stop), as a loop the vectoriser takes, written
+    after block `block[0]`, which is left at the loop's end."""
+    a = name
+    out = [f"br label %{a}", f"{a}:",
+           f"%{a}.e = phi i64 [ {start}, %{block[0]} ], [ %{a}.en, %{a} ]",
+           f"%{a}.tp = getelementptr inbounds {t}, ptr {values}, i64 %{a}.e",
+           f"%{a}.t = load {t}, ptr %{a}.tp",
+           f"%{a}.up = getelementptr inbounds {t}, ptr {to}, i64 %{a}.e",
+           f"%{a}.u = load {t}, ptr %{a}.up", f"%{a}.v = fadd {t} %{a}.u, %{a}.t",
+           f"store {t} %{a}.v, ptr %{a}.up", f"%{a}.en = add i64 %{a}.e, 1",
+           f"%{a}.more = icmp slt i64 %{a}.en, {stop}",
+           f"br i1 %{a}.more, label %{a}, label %{a}.done", f"{a}.done:"]
+    block[0] = f"{a}.done"
     return out
 
 
