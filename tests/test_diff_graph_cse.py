@@ -145,6 +145,19 @@ def test_named_parts_of_every_example_evaluate_to_its_jacobian(path):
     assert _check_named(diffdsl.load(path), np.random.default_rng(1))
 
 
+@pytest.mark.parametrize("source", [
+    # found by the test below: the loop's guard `c` named, and `c and c` (which SymPy
+    # makes `c`) was taken as a number, its condition `Ne(c, 0)`, true for c false
+    "input x\ninput A[2, 2]\nt1 = 0\nwhile 0 > x max 2 {\n    t1 += A[0, 0] * 0.5\n}\n"
+    "output y = t1\n",
+    "input x\ninput y\nc = x > 0\nd = (c and c) or (x > 0 and x > 0)\n"
+    "output z = (if d then x * y else y) + (if c and d then y else 2 * x)\n",
+])
+def test_a_named_condition_combined_with_itself_stays_a_condition(source):
+    for seed in range(4):
+        assert _check_named(diffdsl.compile(source), np.random.default_rng(seed))
+
+
 @settings(max_examples=100, deadline=None, database=None,
           suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
 @given(source=programs(mutate=False), seed=st.integers(0, 2**32 - 1))

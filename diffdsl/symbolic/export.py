@@ -278,6 +278,7 @@ def _export_nodes(graph: Graph, atom: Callable, shared: frozenset, naming, live:
     alts: list = [None] * len(nodes)  # None: the same as exprs[i]
     rels: dict[int, object] = {}
     terms: dict[int, _Terms] = {}  # chained node -> its chain so far, until its user takes it
+    conditions: set = set()  # the symbols that name conditions
     for i, node in enumerate(nodes):
         if not live[i]:
             continue
@@ -302,10 +303,13 @@ def _export_nodes(graph: Graph, atom: Callable, shared: frozenset, naming, live:
         args = [Arg(exprs[a], exprs[a] if alts[a] is None else alts[a], rels.get(a))
                 for a in node.args]
         result = SYMPY_FUNCS[name](args)
-        # A Symbol is a Boolean too in SymPy; a condition is a Boolean that is no Expr.
-        if isinstance(result, sp.logic.boolalg.Boolean) and not isinstance(result, sp.Expr):
+        # A Symbol is a Boolean too in SymPy; a condition is a Boolean that is no Expr, or
+        # the name of one (`c & c` of a named condition c is c itself).
+        if (isinstance(result, sp.logic.boolalg.Boolean) and not isinstance(result, sp.Expr)) \
+                or result in conditions:
             if i in shared and naming is not None and not result.is_Atom:
                 result = _name(naming, result)  # a Symbol is a condition too
+                conditions.add(result)
             rels[i] = result
             exprs[i] = sp.Piecewise((sp.Integer(1), result), (sp.Integer(0), True))
             if isinstance(exprs[i], sp.Piecewise):
