@@ -273,7 +273,11 @@ POW_CONST_LL = _intrinsic("pow", 2)
 _row("pow", 2, builtin=True, fold=math.pow, numpy="c_power({0}, {1})", numba="({0} ** {1})",
      sympy="sp.Pow({0}, {1})", symbol="**", ll=_POW_LL,
      pullback=lambda g, a, out, ct: (
-         g.mul(ct, g.mul(a[1], g.pow(a[0], g.sub(a[1], g.const(1.0))))),
+         # d/dx x**y = y x**(y - 1), taken as 0 where y = 0 (x**0 is 1 at every x), not
+         # 0 * inf at x = 0: a dynamic exponent (`a ** j` in a loop kept as a loop)
+         g.mul(ct, g.mul(a[1], g.pow(a[0], g.sub(a[1], g.const(1.0))))) if g.is_const(a[1])
+         else g.select(g.op("eq", a[1], g.const(0.0)), g.const(0.0),
+                       g.mul(ct, g.mul(a[1], g.pow(a[0], g.sub(a[1], g.const(1.0)))))),
          # d/dy x**y = x**y log x, taken as 0 at x = 0 (its limit for y > 0), not 0 * -inf.
          None if g.is_const(a[1]) else
          g.select(g.op("eq", a[0], g.const(0.0)), g.const(0.0),
