@@ -103,6 +103,7 @@ LAYERS = {
     "backends/emit": 3,
     "backends/numba_text": 3,  # Numba's text of the rows: expressions, tape dispatch
     "backends/cudasim": 3,  # IEEE math for the CUDA simulator
+    "backends/llvm_powers": 2.89,  # powers of a loop's index as running products
     "backends/llvm_loops": 2.9,  # a region as a loop of LLVM IR calling its body
     "backends/llvm_vector": 2.9,  # libm calls the loop vectoriser may widen (libmvec)
     "backends/llvm_entries": 2.9,  # a kernel's entries: the row loop and CPython builtins

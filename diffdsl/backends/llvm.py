@@ -38,6 +38,7 @@ from ..graph.ir import Graph, verify
 from ..graph.ops import OPS, POW_CONST_LL
 from .llvm_entries import entries
 from .llvm_loops import accumulates, add_loop, loop
+from .llvm_powers import power_lines, running_powers
 from .llvm_vector import widen
 
 SEGMENT = 250  # nodes per segment: compile time per node grows with it (README)
@@ -105,6 +106,8 @@ class _Module:
         t = TYPES[self.dtype][0]
         plan = _Layout(graph, adds)
         plan.write_in_place(graph)
+        if prefix:  # a loop's body: powers of the index as running products (llvm_powers)
+            plan.powers = {node: k for k, node in enumerate(running_powers(graph, t))}
         for op in {node.op for node in graph.nodes}:
             for m in _CALL.finditer(self.spell.get(op, "")):
                 self.callees[m.group(2)] = f"declare {m.group(1)} @{m.group(2)}(" + \
@@ -195,6 +198,8 @@ class _Layout:
         self.slots = max(len(self.slot), 1)
         self.scratch = self.slots  # slots, then each region's areas (place_region)
         self.areas: dict[int, dict] = {}
+        self.powers: dict[int, int] = {}  # pow node -> its slot in the "@pw" port's values
+        self.power_port = len(graph.inputs) + len(graph.outputs)
 
     def place_region(self, i: int, region, body_scratch: int) -> None:
         """Areas of the scratch for region node i: its values (`buf`), its captures, the
@@ -359,9 +364,14 @@ def _segment(graph: Graph, plan: _Layout, start: int, stop: int, last: bool,
             out.extend(loop(graph, plan, i, value, port, block, t, prefix,
                             literal(-0.0, "float64")))
             continue
-        text = spell["pow const" if node.op == "pow" and
-                     graph.nodes[node.args[1]].op == "const" else node.op]
-        out.append(text.format(*[value(a) for a in node.args], r=f"%v{i}"))
+        if i in plan.powers:
+            args = [value(a) for a in node.args]
+            out.extend(power_lines(i, args[0], port(plan.power_port), plan.powers[i],
+                                   spell["pow"].format(*args, r=f"%v{i}.p"), t, block))
+        else:
+            text = spell["pow const" if node.op == "pow" and
+                         graph.nodes[node.args[1]].op == "const" else node.op]
+            out.append(text.format(*[value(a) for a in node.args], r=f"%v{i}"))
         here.add(i)
         if i in plan.slot:
             out.append(f"%v{i}.ptr = getelementptr inbounds {t}, ptr %s, i64 {plan.slot[i]}")

@@ -8,6 +8,8 @@ from __future__ import annotations
 from itertools import pairwise
 
 from ..graph.ir import Graph
+from .llvm_powers import PORT as POWERS
+from .llvm_powers import running_powers
 
 LOCAL = 64  # a region's captures, sums or next state up to this many values are allocas
 ADD_LOOP = 16  # from this many sums in a row, a loop adds them (`_add_runs`)
@@ -138,6 +140,9 @@ def loop(graph: Graph, plan, i: int, value, port, block: list, t: str, prefix: s
     node = graph.nodes[i]
     region, area, r = node.attr, plan.areas[i], f"%r{i}"
     names = list(region.body.inputs) + list(region.body.outputs)
+    powers = running_powers(region.body, t)
+    if powers:
+        names.append(POWERS)
     out = [f"{r}.pp = alloca ptr, i64 {len(names)}"]
 
     def scratch(name: str, element: int) -> str:
@@ -184,6 +189,12 @@ def loop(graph: Graph, plan, i: int, value, port, block: list, t: str, prefix: s
                 f"call void @llvm.memcpy.p0.p0.i64(ptr {r}.c{k}, ptr {r}.cf{k}, "
                 f"i64 {m * size}, i1 false)"]
     bind("@i", local(f"{r}.ix", 1, "index"), "i")
+    if powers:  # each power's state: none made yet (llvm_powers)
+        out.append(f"{r}.pw = alloca {t}, i64 {2 * len(powers)}")
+        for k in range(2 * len(powers)):
+            out += [f"{r}.pw{k} = getelementptr inbounds {t}, ptr {r}.pw, i64 {k}",
+                    f"store {t} 0.0, ptr {r}.pw{k}"]
+        bind(POWERS, f"{r}.pw", "pw")
     bind("@c", f"{r}.cap", "c")
     buf = scratch(f"{r}.buf", area["buf"])
     adds = accumulates(region)
