@@ -127,9 +127,9 @@ class Program:
         if reduce is not None:
             return self.value_and_grad(values, of=of, wrt=wrt, reduce=reduce, backend=backend,
                                        dtype=dtype, **inputs)[1]
-        return self._fast_or(("grad", of, _request_key(wrt)), lambda: self.value_and_grad(
-            values, of=of, wrt=wrt, backend=backend, dtype=dtype, **inputs)[1], values,
-            backend, dtype, inputs, of, wrt)
+        return self._fast_or(("grad", of, _request_key(wrt)), lambda: self.value_and(
+            "grad", self._given(values, inputs, "grad"), of=of, wrt=wrt, backend=backend,
+            dtype=dtype, value=False)[1], values, backend, dtype, inputs, of, wrt)
 
     def value_and_grad(self, values: dict | None = None, /, *, of: str | None = None,
                        wrt=None, reduce: str | None = None, backend: str | None = None,

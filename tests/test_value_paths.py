@@ -136,3 +136,20 @@ def test_a_single_point_in_another_dtype_is_converted():
     assert value == 24.0 and value.dtype == np.float32
     assert prog.grad(A=A.astype(np.int64))["A"].dtype == np.float32
     assert engine.check_dtype(np.float32) == "float32"
+
+
+def test_grad_computes_the_gradient_alone():
+    """`grad` (a point, a batch, the fast path) compiles the derivative without the value's
+    own nodes, which `value_and_grad` asks for: the determinant's last products, a loop run
+    for the value alone."""
+    prog = diffdsl.compile(DET3, backend="cpu", cache=False)
+    A = np.random.default_rng(2).uniform(size=(4, 3, 3))
+    for x in (A, A[0], A[1]):  # a batch, a first point, then the fast path
+        np.testing.assert_allclose(prog.grad(A=x)["A"],
+                                   np.linalg.det(x)[..., None, None] * np.swapaxes(
+                                       np.linalg.inv(x), -1, -2), rtol=1e-12)
+    graphs = [key[0] for key, _ in prog.engine._kernels.items()]
+    assert graphs and all("value" not in g.outputs for g in graphs)
+    value, grads = prog.value_and_grad(A=A[0])
+    assert value == pytest.approx(np.linalg.det(A[0]), rel=1e-13)
+    assert any("value" in key[0].outputs for key, _ in prog.engine._kernels.items())

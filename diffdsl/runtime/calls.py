@@ -44,7 +44,7 @@ class FastCalls:
         result = slow()
         if host and fast is None:
             value = key == "value"
-            graph = prog.graph if value else prog.derivative("grad", of, wrt)
+            graph = prog.graph if value else prog.derivative("grad", of, wrt, value=False)
             keep = (None, None) if value else (is_derivative, input_of)
             fast = prog.engine.fast_function(graph, prog.dtype, prog.backend, *keep,
                                              single=value and len(graph.outputs) == 1)
