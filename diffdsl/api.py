@@ -122,8 +122,7 @@ class Program:
         the rows' values: an input shared by every row gets one gradient of its declared
         shape, a batched input the gradient of its rows (divided by the row count for mean).
         """
-        if values is not None:  # checked here, so that an error names this call
-            values = self._given(values, {}, "grad")
+        calls.check_mapping(self.graph, values, "grad")  # here, so that an error names grad
         if reduce is not None:
             return self.value_and_grad(values, of=of, wrt=wrt, reduce=reduce, backend=backend,
                                        dtype=dtype, **inputs)[1]

@@ -33,12 +33,14 @@ class FastCalls:
         self.made: dict = {}  # "value" or ("grad", of, wrt) -> the single-point function
 
     def call(self, prog, key, slow, values, backend, dtype, inputs: dict, of=None, wrt=None):
-        """The fast function's result, else `slow()`, after which that function is made."""
-        host = values is None and (dtype is None or dtype == prog.dtype) and \
+        """The fast function's result, else `slow()`, after which that function is made. The
+        inputs are `values` (a dict, or None) and `inputs` (keyword arguments) together."""
+        host = (values is None or isinstance(values, Mapping)) and \
+            (dtype is None or dtype == prog.dtype) and \
             (backend is None or backend == "cpu" or backend == prog.backend)
         fast = self.made.get(key) if host else None
         if fast is not None:
-            result = fast(inputs)
+            result = fast({**values, **inputs} if values else inputs)
             if result is not None:
                 return result
         result = slow()
@@ -58,13 +60,18 @@ def given_inputs(graph: Graph, values, inputs: dict, call: str) -> dict:
     its dict `values` and its keyword arguments: arrays of other libraries as NumPy arrays
     (`inputs.host_values`). Anything but a dict in `values`' place is refused, with what the
     call takes: `prog.grad(np.eye(3))` would otherwise meet NumPy's "truth value" error."""
+    check_mapping(graph, values, call)
+    return host_values({**(values or {}), **inputs})
+
+
+def check_mapping(graph: Graph, values, call: str) -> None:
+    """Refuse anything but a dict (or None) in `values`' place, naming the call."""
     if values is not None and not isinstance(values, Mapping):
         example = next(iter(graph.inputs), "x")
         name = "prog" if call == "prog" else f"prog.{call}"
         raise UsageError(f"{name} takes the inputs by name or as a dict, not "
                          f"{a_or_an(type(values).__name__)}",
                          hint=f"e.g. {name}({example}=...) or {name}({{{example!r}: ...}})")
-    return host_values({**(values or {}), **inputs})
 
 
 def derivative_inputs(graph: Graph, kind: str, inputs: dict, wrt, seed, tangents):
