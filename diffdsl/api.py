@@ -161,9 +161,11 @@ class Program:
         with `sparse=True`, one `scipy.sparse.csr_matrix` over the `wrt` inputs' elements."""
         if diagonal and sparse:
             raise UsageError("hessian takes diagonal=True or sparse=True, not both")
-        return self.value_and("hessian_diagonal" if diagonal else "hessian",
-                              self._given(values, inputs, "hessian"), of=of, wrt=wrt,
-                              sparse=sparse, backend=backend, dtype=dtype, value=False)[1]
+        key = ("hessian_diagonal", of, _request_key(wrt)) if diagonal else None  # a fast path
+        return self._fast_or(key, lambda: self.value_and(
+            key[0] if diagonal else "hessian", self._given(values, inputs, "hessian"), of=of,
+            wrt=wrt, sparse=sparse, backend=backend, dtype=dtype, value=False)[1],
+            values, backend, dtype, inputs, of, wrt)
 
     def sparsity(self, *, of: str | None = None, wrt=None, hessian: bool = False):
         """The pattern of the Jacobian of `of` (or, `hessian=True`, of its Hessian) from the
@@ -401,8 +403,7 @@ class Program:
 
 
 def cache_info() -> dict:
-    """The kernel cache, as `diffdsl cache info` shows it: `{"path": folder, "entries":
-    kernels, "bytes": their size}`. The folder is `DIFFDSL_CACHE_DIR` when it is set."""
+    """`diffdsl cache info`: {"path": folder (DIFFDSL_CACHE_DIR if set), "entries", "bytes"}."""
     from .cache import KernelCache
     return KernelCache().info()
 

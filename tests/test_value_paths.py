@@ -156,12 +156,14 @@ def test_grad_computes_the_gradient_alone():
 
 
 def test_a_dict_of_inputs_takes_the_fast_path_too(monkeypatch):
-    """`prog.grad({"A": A})` and `prog({"A": A})`, as `prog.grad(A=A)`: after a first call,
+    """`prog.grad({"A": A})`, `prog({"A": A})` and the Hessian's diagonal, as
+    `prog.grad(A=A)`: after a first call,
     a single point goes straight to the kernel (7 µs a call less at GradBench's lse,
     n = 2,500), without the slow path's checks and conversions."""
     prog = diffdsl.compile(DET3, backend="cpu", cache=False)
     A = np.random.default_rng(5).uniform(size=(3, 3))
     first, value = prog.grad({"A": A}), prog({"A": A})
+    diagonal = prog.hessian({"A": A}, diagonal=True)["A"]
 
     def slow(*args, **kwargs):
         raise AssertionError("the slow path")
@@ -172,5 +174,9 @@ def test_a_dict_of_inputs_takes_the_fast_path_too(monkeypatch):
     np.testing.assert_allclose(got["A"], np.linalg.det(B) * np.linalg.inv(B).T, rtol=1e-12)
     assert prog({"A": B}) == pytest.approx(np.linalg.det(B), rel=1e-13)
     assert prog({"A": A}) == value and np.array_equal(prog.grad({"A": A})["A"], first["A"])
+    assert np.array_equal(prog.hessian({"A": A}, diagonal=True)["A"], diagonal)
+    assert not np.any(prog.hessian(A=B, diagonal=True)["A"])  # det is linear in each element
     with pytest.raises(AssertionError, match="slow path"):  # a batch is not a point
         prog.grad({"A": np.stack([A, B])})
+    with pytest.raises(AssertionError, match="slow path"):  # nor the whole Hessian
+        prog.hessian({"A": B})

@@ -30,12 +30,14 @@ class FastCalls:
     is never the slower of the two (bench/value_paths.py)."""
 
     def __init__(self):
-        self.made: dict = {}  # "value" or ("grad", of, wrt) -> the single-point function
+        # "value", or (kind, of, wrt) of a grad or a Hessian's diagonal -> the single-point
+        # function (None: a call that takes the slow path always)
+        self.made: dict = {}
 
     def call(self, prog, key, slow, values, backend, dtype, inputs: dict, of=None, wrt=None):
         """The fast function's result, else `slow()`, after which that function is made. The
         inputs are `values` (a dict, or None) and `inputs` (keyword arguments) together."""
-        host = (values is None or isinstance(values, Mapping)) and \
+        host = key is not None and (values is None or isinstance(values, Mapping)) and \
             (dtype is None or dtype == prog.dtype) and \
             (backend is None or backend == "cpu" or backend == prog.backend)
         fast = self.made.get(key) if host else None
@@ -46,7 +48,7 @@ class FastCalls:
         result = slow()
         if host and fast is None:
             value = key == "value"
-            graph = prog.graph if value else prog.derivative("grad", of, wrt, value=False)
+            graph = prog.graph if value else prog.derivative(key[0], of, wrt, value=False)
             keep = (None, None) if value else (is_derivative, input_of)
             fast = prog.engine.fast_function(graph, prog.dtype, prog.backend, *keep,
                                              single=value and len(graph.outputs) == 1)
