@@ -65,7 +65,8 @@ def test_forum_vjp_with_grad_output(backend):
 def test_forum_sum_reevaluated_without_rebuilding(backend):
     prog = diffdsl.compile("input a[2, 3]\noutput y = sum(a)\n", backend=backend)
     rng = np.random.default_rng(0)
-    prog.grad(a=rng.standard_normal((2, 3)))
+    prog.grad(a=rng.standard_normal((2, 3)))  # the gradient alone, then with the value
+    prog.value_and_grad(a=rng.standard_normal((2, 3)))
     builds = prog.builds
     tracemalloc.start()
     prog.grad(a=rng.standard_normal((2, 3)))

@@ -236,7 +236,7 @@ def test_kernels_are_modules_in_the_cache_folder(tmp_path, monkeypatch):
     (entry,) = tmp_path.rglob("kernel.py")
     key = entry.parent.name  # the entry's key: graph, dtype, target and versions
     assert entry.read_text().startswith(f"# diffdsl cuda kernel for graph {key}\n")
-    assert f"{len(prog.derivative('grad').nodes)} nodes" in entry.read_text()
+    assert f"{len(prog.derivative('grad', value=False).nodes)} nodes" in entry.read_text()
     assert sys.modules[f"diffdsl_cuda_kernel_{key[:32]}"].__file__ == str(entry)
 
 
