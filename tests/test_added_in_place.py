@@ -65,8 +65,8 @@ def test_sums_added_in_place_match_the_program_written_out(k, d, fn, more, seed)
     source = kmeans(k, d, 66, fn, more)
     kept = build(source)
     (outer,) = [node.attr for node in kept.derivative("grad").nodes if node.op == "region"]
-    if fn == "sum" or more is None:  # the rows of a gated inner loop, alone: added in place
-        assert llvm_loops.accumulates(outer) == (fn != "sum")
+    if more is None and fn != "sum":  # the rows of a gated inner loop: added in place
+        assert llvm_loops.accumulates(outer)
     rng = np.random.default_rng(seed)
     point = {"P": rng.normal(size=(66, d)), "C": rng.normal(size=(k, d)), "a": 0.7}
     want = build(source, WRITTEN_OUT).grad(point, backend="numpy")
@@ -105,3 +105,19 @@ def test_a_sum_of_an_inner_loops_rows_at_a_batch_of_points(k):
         want = prog.grad(one, backend="numpy")
         for name in want:
             np.testing.assert_allclose(got[name][r], want[name], rtol=1e-12, atol=1e-12)
+
+
+def test_rows_an_inner_loop_writes_in_every_iteration_are_stored_then_added():
+    """An inner loop kept as a loop (70 centroids, every one's cotangent written in every
+    iteration, not gated): its rows are stored and the outer loop adds them, vectorised."""
+    source = kmeans(70, 2, 66, "sum", None)
+    prog = build(source)
+    (outer,) = [node.attr for node in prog.derivative("grad").nodes if node.op == "region"]
+    assert any(node.op == "region" for node in outer.body.nodes)
+    assert not llvm_loops.accumulates(outer)
+    rng = np.random.default_rng(9)
+    point = {"P": rng.normal(size=(66, 2)), "C": rng.normal(size=(70, 2)), "a": 0.0}
+    got, want = prog.grad(point, backend="cpu"), prog.grad(point, backend="numpy")
+    np.testing.assert_allclose(got["C"], want["C"], rtol=1e-12, atol=1e-12)
+    np.testing.assert_allclose(want["C"], -2 * (point["P"].sum(0) - 66 * point["C"]),
+                               rtol=1e-12, atol=1e-12)
