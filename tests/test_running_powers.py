@@ -86,6 +86,16 @@ def test_a_power_whose_exponent_starts_below_zero_is_pow():
     assert got[0] == np.inf and got[1] == 1.0 and not np.any(got[2:])
 
 
+def test_an_exponent_past_the_exact_integers_keeps_pow():
+    """a ** (j + 2**60) is a ** 2**60 in every iteration (2**60 + j rounds to 2**60): pow,
+    where a product would multiply in a factor per iteration."""
+    prog = build("input a\noutput p = [a ** (j + 1152921504606846976) for j in range(100)]\n")
+    bodies = [node.attr.body for node in prog.graph.nodes if node.op == "region"]
+    assert bodies and not any(llvm_powers.running_powers(body, "double") for body in bodies)
+    got = prog.evaluate({"a": 1.0 - 2.0**-52}, backend="cpu")["p"]
+    assert np.all(got == got[0]) and got[0] == pytest.approx(np.exp(-256.0), rel=1e-9)
+
+
 def test_single_precision_keeps_pow():
     """Single precision's roundings are too coarse for a run of products: pow each time."""
     prog = build(program(100, ""))

@@ -52,9 +52,13 @@ def _shift(nodes, e: int, index: int | None) -> int | None:
     if node.op != "add" or index not in node.args:
         return None
     other = nodes[node.args[1] if node.args[0] == index else node.args[0]]
-    if other.op == "const" and other.attr >= 0 and float(other.attr).is_integer():
+    # b + i exact in every iteration (2**60 + i is 2**60: pow's exponent, not a product's)
+    if other.op == "const" and 0 <= other.attr <= LARGEST and float(other.attr).is_integer():
         return int(other.attr)
     return None
+
+
+LARGEST = 2**31
 
 
 def power_lines(i: int, base: str, state: str, slot: int, pow_text: str, t: str,
