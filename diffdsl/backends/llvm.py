@@ -224,6 +224,8 @@ class _Layout:
         loop: a gradient by an input read in place is then written once, not twice, and a
         pullback's inner loop adds its rows where its body's sums lie (k-means' winning
         centroid's cotangents, `llvm_loops.accumulates`)."""
+        if not self.copies:
+            return
         read = set()
         args = {a for node in graph.nodes for a in node.args} | set(self.stores)
         copied = Counter(copy[2] for copy in self.copies)
