@@ -114,11 +114,14 @@ class _Module:
                     ", ".join([m.group(1)] * (m.group(3).count(",") + 1)) + ") nounwind"
         for i, node in enumerate(graph.nodes):
             if node.op == "region":
-                inner_adds = {"@sum"} if accumulates(node.attr) else set()
+                adds = accumulates(node.attr)
+                inner_adds = {"@sum"} if adds else set()
                 if plan.direct.get(i, (None,))[0] in plan.adding:  # its rows add up there
                     inner_adds.add("@map")
                 inner = self.function(node.attr.body, f"{prefix}b{i}.", frozenset(inner_adds))
                 plan.place_region(i, node.attr, inner.scratch)
+                # what the loop (llvm_loops.loop) must do as its body was emitted
+                plan.areas[i].update(adds=adds, powers=len(inner.powers))
                 self._runner(f"{prefix}b{i}.", inner)
         for k, (start, stop) in enumerate(plan.segments):
             body = _segment(graph, plan, start, stop, k == len(plan.segments) - 1,

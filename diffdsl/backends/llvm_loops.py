@@ -9,7 +9,6 @@ from itertools import pairwise
 
 from ..graph.ir import Graph
 from .llvm_powers import PORT as POWERS
-from .llvm_powers import running_powers
 
 LOCAL = 64  # a region's captures, sums or next state up to this many values are allocas
 ADD_LOOP = 16  # from this many sums in a row, a loop adds them (`_add_runs`)
@@ -140,7 +139,7 @@ def loop(graph: Graph, plan, i: int, value, port, block: list, t: str, prefix: s
     node = graph.nodes[i]
     region, area, r = node.attr, plan.areas[i], f"%r{i}"
     names = list(region.body.inputs) + list(region.body.outputs)
-    powers = running_powers(region.body, t)
+    powers = area["powers"]  # running powers in the body (llvm_powers), each a state
     if powers:
         names.append(POWERS)
     out = [f"{r}.pp = alloca ptr, i64 {len(names)}"]
@@ -190,22 +189,21 @@ def loop(graph: Graph, plan, i: int, value, port, block: list, t: str, prefix: s
                 f"i64 {m * size}, i1 false)"]
     bind("@i", local(f"{r}.ix", 1, "index"), "i")
     if powers:  # each power's state: none made yet (llvm_powers)
-        out.append(f"{r}.pw = alloca {t}, i64 {2 * len(powers)}")
-        for k in range(2 * len(powers)):
+        out.append(f"{r}.pw = alloca {t}, i64 {2 * powers}")
+        for k in range(2 * powers):
             out += [f"{r}.pw{k} = getelementptr inbounds {t}, ptr {r}.pw, i64 {k}",
                     f"store {t} 0.0, ptr {r}.pw{k}"]
         bind(POWERS, f"{r}.pw", "pw")
     bind("@c", f"{r}.cap", "c")
     buf = scratch(f"{r}.buf", area["buf"])
-    adds = accumulates(region)
-    # The body adds its sums into the accumulators itself, or stores them for the latch to.
+    adds = area["adds"]  # the body adds its sums into the accumulators, or stores them
     bind("@sum", buf if adds else local(f"{r}.sums", region.sums, "sums"), "sum")
-    runs = _add_runs(region)
-    looped = {e for start, stop in runs for e in range(start, stop)}
+    zeroed = _add_runs(region)
+    looped = {e for start, stop in zeroed for e in range(start, stop)}
     for e in range(region.sums):
         if e not in looped:
             out.append(f"store {t} {zero}, ptr {scratch(f'{r}.acc{e}', area['buf'] + e)}")
-    for start, stop in runs:  # their accumulators start at -0.0, stored by a loop
+    for start, stop in zeroed:  # their accumulators start at -0.0, stored by a loop
         z = f"r{i}.z{start}"
         out += [f"br label %{z}", f"{z}:",
                 f"%{z}.e = phi i64 [ {start}, %{block[0]} ], [ %{z}.en, %{z} ]",
@@ -238,8 +236,7 @@ def loop(graph: Graph, plan, i: int, value, port, block: list, t: str, prefix: s
         bind("@next", local(f"{r}.nx", region.carry, "next"), "next")
     body_scratch = scratch(f"{r}.bs", area["body"])
     # The block that ends an iteration, which the index's phi names: the last add loop's.
-    if adds:
-        runs = []  # no adds in the latch
+    runs = [] if adds else zeroed  # the latch's add loops
     latch = f"r{i}.a{runs[-1][0]}.done" if runs else f"r{i}.head"
     first, end, enter = "0", str(region.n), f"br label %r{i}.head"
     only = gate(region)

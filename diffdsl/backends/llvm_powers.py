@@ -19,6 +19,7 @@ from __future__ import annotations
 from ..graph.ir import Graph
 
 FRESH = 64  # pow is called every FRESH iterations, a product in between
+LARGEST = 2**31  # the largest b taken: b + i exact in every iteration
 PORT = "@pw"
 
 
@@ -57,8 +58,6 @@ def _shift(nodes, e: int, index: int | None) -> int | None:
         return int(other.attr)
     return None
 
-
-LARGEST = 2**31
 
 
 def power_lines(i: int, base: str, state: str, slot: int, pow_text: str, t: str,

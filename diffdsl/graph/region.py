@@ -97,7 +97,7 @@ class Region:
     def work(self) -> int:
         """How many nodes the region is written out: its body's, n times (a region inside
         the body counted written out too)."""
-        return self.n * written_out(self.body)
+        return self.n * written_size(self.body)
 
     @property
     def arity(self) -> int:
@@ -120,6 +120,6 @@ class Region:
         return [self.body.inputs[f"@s{j}"].size for j in range(len(self.streams))]
 
 
-def written_out(graph) -> int:
+def written_size(graph) -> int:
     """How many nodes `graph` is with its regions written out."""
     return sum(node.attr.work if node.op == "region" else 1 for node in graph.nodes)
