@@ -1,7 +1,9 @@
 """Test defaults: the reference interpreter unless a test names a backend, and a private
 kernel cache, so a test run neither depends on nor fills the user's cache."""
 
+import atexit
 import os
+import shutil
 import tempfile
 
 # The CUDA tests run on Numba's simulator where no GPU is (CI never has one). numba.cuda
@@ -10,4 +12,8 @@ os.environ.setdefault("NUMBA_ENABLE_CUDASIM", "1")
 os.environ.setdefault("DIFFDSL_BACKEND", "numpy")
 # Every graph a builder freezes (lowered, derived) is checked by `ir.verify`.
 os.environ.setdefault("DIFFDSL_VERIFY", "1")
-os.environ.setdefault("DIFFDSL_CACHE_DIR", tempfile.mkdtemp(prefix="diffdsl-test-cache-"))
+if "DIFFDSL_CACHE_DIR" not in os.environ:
+    # Each test process makes its own and removes it when it ends: a run leaves nothing
+    # behind (kernels of a whole run are ~130 MB; a machine that runs CI often fills up).
+    os.environ["DIFFDSL_CACHE_DIR"] = tempfile.mkdtemp(prefix="diffdsl-test-cache-")
+    atexit.register(shutil.rmtree, os.environ["DIFFDSL_CACHE_DIR"], ignore_errors=True)
