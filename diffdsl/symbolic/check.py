@@ -16,7 +16,8 @@ symbolic
       in float64 rounded a constant of our graph that no exact form was found for (`4 / c`
       for an arbitrary float `c` is one rounding away from SymPy's exact quotient);
     - "mismatch" otherwise;
-    - "skipped", with the reason, when SymPy cannot differentiate the output or it is too large.
+    - "skipped", with the reason, when SymPy cannot differentiate the output, it is too large,
+      or the check's `SYMPY_SECONDS` ran out before a large element (finite differences go on).
 
 numeric
     Central finite differences `(f(x + h v) - f(x - h v)) / 2h` against `J v`, with `J` from
@@ -43,6 +44,7 @@ report is JSON-ready: `{"ok", "status", "checked", "unchecked", "symbolic": {OUT
 from __future__ import annotations
 
 import itertools
+import time
 
 import numpy as np
 import sympy as sp
@@ -54,7 +56,15 @@ from ..graph import autodiff
 from ..graph.ir import Graph
 from . import domains
 from . import export as symbolic
-from .oracle import DIGITS, evaluate, has_unevaluated, oracle_diff, relative_difference
+from .oracle import (
+    DIGITS,
+    evaluate,
+    has_unevaluated,
+    oracle_diff,
+    relative_difference,
+    relative_errors,
+    short,
+)
 
 # The statuses of a symbolic comparison, from the strongest to a mismatch.
 RANK = {"proven": 0, "numeric50": 1, "rounding": 2, "skipped": 3, "mismatch": 4}
@@ -72,6 +82,9 @@ DEPTH_LIMIT = 300  # SymPy recurses over expressions; deeper ones exhaust Python
 # SymPy gets shallow) are still compared: each element's sympy.diff walks its whole sum.
 CHAIN_WORK_LIMIT = 2_000_000
 MAX_REPORTED = 20  # mismatches listed per output and input
+# SymPy's time a check (its diff of 70 squared degree-65 polynomials takes 8 s an element);
+# past it, elements larger than SIMPLIFY_LIMIT are skipped and `simplify` is not tried.
+SYMPY_SECONDS = 60.0
 
 # numeric
 STEP = 1e-6
@@ -120,6 +133,7 @@ def check(graph: Graph, points: int = 3, seed: int = 0, domain: dict | None = No
     sizes, depths = symbolic.expression_sizes(graph, TREE_LIMIT)
     elements = sum(graph.outputs[out].size * port.size for out in graph.outputs
                    for port in graph.inputs.values())
+    deadline = time.monotonic() + SYMPY_SECONDS
     with progress.bar(elements, "checking derivatives", unit="element") as shown:
         for out in graph.outputs:
             rev = autodiff.jacobian(graph, out, mode="reverse")
@@ -132,7 +146,7 @@ def check(graph: Graph, points: int = 3, seed: int = 0, domain: dict | None = No
                           symbolic.graph_depth(rev, d_ids))
             report["symbolic"][out] = symbolic.deep_call(
                 min(deepest, DEPTH_LIMIT), _symbolic, graph, out, rev, syms, x0, jac_rev, sizes,
-                depths, shown)
+                depths, shown, deadline)
     return _verdict(graph, report)
 
 
@@ -212,7 +226,7 @@ def _numeric(graph: Graph, out: str, x0: dict, jacs: list, rng) -> dict:
         for jac in jacs:
             with np.errstate(all="ignore"):
                 jv = np.einsum("pst,pkt->pks", jac[name], dirs)
-            rel = _relative_errors(fd, jv, f0)
+            rel = relative_errors(fd, jv, f0, FLOOR)
             checked = max(checked, int(np.count_nonzero(~np.isnan(rel))))
             if checked and np.nanmax(rel) > worst[0]:
                 p, d, s = np.unravel_index(int(np.nanargmax(rel)), rel.shape)
@@ -235,29 +249,14 @@ def _numeric(graph: Graph, out: str, x0: dict, jacs: list, rng) -> dict:
     return result
 
 
-def _relative_errors(fd: np.ndarray, jv: np.ndarray, f0: np.ndarray) -> np.ndarray:
-    """|FD - Jv| over max(|FD|, |Jv|, floor); nan where the function itself is not finite."""
-    with np.errstate(all="ignore"):
-        finite_f = np.isfinite(f0)[:, None, :]  # (points, 1, S)
-        scale_f = np.where(np.isfinite(f0), np.abs(f0), 0.0).max(axis=1)
-        scale_j = np.where(np.isfinite(jv), np.abs(jv), 0.0).max(axis=(1, 2))
-        floor = FLOOR * np.maximum(scale_f, scale_j)[:, None, None]
-        err = np.abs(fd - jv)
-        denom = np.maximum(np.maximum(np.abs(fd), np.abs(jv)), floor)
-        rel = np.where(err == 0, 0.0, err / np.where(denom > 0, denom, 1.0))
-        rel = np.where(np.isfinite(fd) & np.isfinite(jv), rel, np.inf)
-        # Where the function is not finite (outside its domain) nothing can be checked.
-        return np.where(finite_f, rel, np.nan)
-
-
 # ---------------------------------------------------------------------------------------------
 # symbolic
 
 
 def _symbolic(graph: Graph, out: str, jac: Graph, syms, x0: dict, jac_values: dict,
-              sizes: list, depths: list, shown) -> dict:
+              sizes: list, depths: list, shown, deadline: float) -> dict:
     """Statuses of the elements of `out`'s Jacobian, counted on the bar `shown` as each is
-    decided."""
+    decided; those not begun by `deadline` (`time.monotonic`) are skipped."""
     out_port = graph.outputs[out]
     names = list(graph.inputs)
     result = {}
@@ -280,10 +279,12 @@ def _symbolic(graph: Graph, out: str, jac: Graph, syms, x0: dict, jac_values: di
         reason = f"long sums: {work:,} terms to differentiate (elements times terms)"
     if reason is None:
         try:
-            f = symbolic.function_exprs(graph, out, syms.plain_atom)
-            ours = symbolic.jacobian_exprs(jac, names, syms.plain_atom)
+            f = symbolic.function_exprs(graph, out, syms.plain_atom, deadline)
+            ours = symbolic.jacobian_exprs(jac, names, syms.plain_atom, deadline)
         except RecursionError:
             reason = "SymPy ran out of stack building the expressions"
+        except symbolic.OutOfTime:
+            reason = f"SymPy's {SYMPY_SECONDS:g} s ran out building the expressions"
     if reason is not None:
         for name in names:
             elements = out_port.size * graph.inputs[name].size
@@ -308,6 +309,9 @@ def _symbolic(graph: Graph, out: str, jac: Graph, syms, x0: dict, jac_values: di
             for t in range(port.size):
                 size = jac_sizes[jac_port.ids[s * port.size + t]] + sizes[out_port.ids[s]]
                 theirs = None
+                if size > SIMPLIFY_LIMIT and time.monotonic() > deadline:
+                    decided[s, t] = ("skipped", f"SymPy's {SYMPY_SECONDS:g} s ran out", None)
+                    continue
                 try:
                     theirs = oracle_diff(f[s], syms.plain[name][t])
                     if has_unevaluated(theirs):
@@ -329,7 +333,8 @@ def _symbolic(graph: Graph, out: str, jac: Graph, syms, x0: dict, jac_values: di
             worst = max((relative_difference(row[2 * j], row[2 * j + 1], float(scale))
                          for row, scale in zip(values, scales, strict=True)), default=0.0)
             try:
-                status, detail = decide(ours[name][s * port.size + t], theirs, worst, size)
+                status, detail = decide(ours[name][s * port.size + t], theirs, worst, size,
+                                        late=time.monotonic() > deadline)
             except RecursionError:
                 status, detail = "skipped", "SymPy ran out of stack"
             decided[s, t] = (status, detail, theirs)
@@ -344,8 +349,8 @@ def _symbolic(graph: Graph, out: str, jac: Graph, syms, x0: dict, jac_values: di
                 mismatches.append({"element": element,
                                    "output_index": list(symbolic.unravel(s, out_port.shape)),
                                    "input_index": list(symbolic.unravel(t, port.shape)),
-                                   "ours": _short(ours[name][s * port.size + t]),
-                                   "sympy": _short(theirs), "detail": detail})
+                                   "ours": short(ours[name][s * port.size + t]),
+                                   "sympy": short(theirs), "detail": detail})
             elif status == "skipped" and len(skip_reasons) < 3:
                 skip_reasons.append(f"{element}: {detail}")
         status = max(counts, key=RANK.__getitem__) if counts else "proven"
@@ -367,12 +372,14 @@ def _quick_proof(diff: sp.Expr, size: int) -> str | None:
     return None
 
 
-def decide(ours: sp.Expr, theirs: sp.Expr, worst: float, size: int) -> tuple[str, str]:
-    """Status of an element whose largest relative difference at the points is `worst`."""
+def decide(ours: sp.Expr, theirs: sp.Expr, worst: float, size: int,
+           late: bool = False) -> tuple[str, str]:
+    """Status of an element whose largest relative difference at the points is `worst`;
+    no `simplify` where `late` (SymPy's time ran out)."""
     note = f"relative difference {worst:.3g} at {DIGITS} digits"
     if worst > ROUNDING_RTOL:
         return "mismatch", note
-    if size <= SIMPLIFY_LIMIT:
+    if size <= SIMPLIFY_LIMIT and not late:
         how = _prove_zero(ours - theirs)
         if how is not None:
             return "proven", how
@@ -408,8 +415,3 @@ def _plain_zero(expr: sp.Expr) -> bool:
     if expr == 0 or sp.expand(expr) == 0:
         return True
     return sp.count_ops(expr) <= CASE_SIMPLIFY_LIMIT and sp.simplify(expr) == 0
-
-
-def _short(expr, limit: int = 2000) -> str:
-    text = str(expr)
-    return text if len(text) <= limit else text[:limit] + " ..."

@@ -31,6 +31,7 @@ has n! terms).
 from __future__ import annotations
 
 import collections
+import time
 from typing import Callable
 
 import sympy as sp
@@ -102,16 +103,22 @@ def export_depth(graph: Graph, ids) -> int:
     return _flat_depth(graph, ids, live, _chains(graph, ids, live))
 
 
-def export_nodes(graph: Graph, ids, atom: Callable) -> dict[int, sp.Expr]:
+class OutOfTime(Exception):
+    """An export that passed its deadline (`check` bounds the time it gives SymPy)."""
+
+
+def export_nodes(graph: Graph, ids, atom: Callable, deadline: float | None = None
+                 ) -> dict[int, sp.Expr]:
     """SymPy expressions of the nodes `ids`, in one forward loop over what they reach.
 
     `atom(name, k)` gives the symbol of element `k` of input `name`. Expressions deeper than
     `UNEVALUATED_DEPTH` are built unevaluated: the tree of the graph as it is, `x*x` not `x**2`.
+    Past `deadline` (`time.monotonic()`), if given, `OutOfTime` is raised.
     """
     live = _live(graph, ids)
     chained = _chains(graph, ids, live)
     return _export(graph, ids, atom, frozenset(), None, _flat_depth(graph, ids, live, chained),
-                   live, chained)
+                   live, chained, deadline)
 
 
 def export_shared(graph: Graph, ids, atom: Callable, symbols) -> tuple[list, dict]:
@@ -264,15 +271,15 @@ def _chain_terms(node, terms: dict, exprs: list, alts: list, chained: bytearray)
 
 
 def _export(graph: Graph, ids, atom: Callable, shared: frozenset, naming, depth: int,
-            live: bytearray, chained: bytearray) -> dict:
+            live: bytearray, chained: bytearray, deadline: float | None = None) -> dict:
     if depth > UNEVALUATED_DEPTH:
         with sp.evaluate(False):
-            return _export_nodes(graph, atom, shared, naming, live, chained, ids)
-    return _export_nodes(graph, atom, shared, naming, live, chained, ids)
+            return _export_nodes(graph, atom, shared, naming, live, chained, ids, deadline)
+    return _export_nodes(graph, atom, shared, naming, live, chained, ids, deadline)
 
 
 def _export_nodes(graph: Graph, atom: Callable, shared: frozenset, naming, live: bytearray,
-                  chained: bytearray, ids) -> dict[int, sp.Expr]:
+                  chained: bytearray, ids, deadline: float | None) -> dict[int, sp.Expr]:
     nodes = graph.nodes
     exprs: list = [None] * len(nodes)
     alts: list = [None] * len(nodes)  # None: the same as exprs[i]
@@ -282,6 +289,8 @@ def _export_nodes(graph: Graph, atom: Callable, shared: frozenset, naming, live:
     for i, node in enumerate(nodes):
         if not live[i]:
             continue
+        if deadline is not None and not i % 64 and time.monotonic() > deadline:
+            raise OutOfTime(f"past its deadline at node {i} of {len(nodes)}")
         if node.op == "const":
             exprs[i] = constant(node.attr)
             continue
@@ -369,17 +378,18 @@ def to_sympy(graph: Graph, names=None, real: bool = True) -> dict:
 # Derivatives as SymPy, element by element
 
 
-def function_exprs(graph: Graph, of: str, atom: Callable) -> list:
+def function_exprs(graph: Graph, of: str, atom: Callable, deadline: float | None = None) -> list:
     """The elements of output `of`, flat."""
     ids = graph.outputs[of].ids
-    exprs = export_nodes(graph, ids, atom)
+    exprs = export_nodes(graph, ids, atom, deadline)
     return [exprs[i] for i in ids]
 
 
-def jacobian_exprs(jac: Graph, wrt: list[str], atom: Callable) -> dict[str, list]:
+def jacobian_exprs(jac: Graph, wrt: list[str], atom: Callable,
+                   deadline: float | None = None) -> dict[str, list]:
     """The "d:NAME" outputs of a jacobian graph, flat, by input name."""
     ids = [i for name in wrt for i in jac.outputs[autodiff.d_name(name)].ids]
-    exprs = export_nodes(jac, ids, atom)
+    exprs = export_nodes(jac, ids, atom, deadline)
     return {name: [exprs[i] for i in jac.outputs[autodiff.d_name(name)].ids] for name in wrt}
 
 

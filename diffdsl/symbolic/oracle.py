@@ -9,6 +9,7 @@ from __future__ import annotations
 import math
 
 import mpmath
+import numpy as np
 import sympy as sp
 
 from ..graph import autodiff
@@ -174,3 +175,26 @@ def relative_difference(a, b, scale: float) -> float:
     if magnitude == 0:
         return math.inf
     return float(abs(a - b) / magnitude)
+
+
+def relative_errors(fd: np.ndarray, jv: np.ndarray, f0: np.ndarray,
+                    floor_share: float) -> np.ndarray:
+    """|FD - Jv| over max(|FD|, |Jv|, floor), the floor `floor_share` of the largest value or
+    derivative at the point; nan where the function itself is not finite."""
+    with np.errstate(all="ignore"):
+        finite_f = np.isfinite(f0)[:, None, :]  # (points, 1, S)
+        scale_f = np.where(np.isfinite(f0), np.abs(f0), 0.0).max(axis=1)
+        scale_j = np.where(np.isfinite(jv), np.abs(jv), 0.0).max(axis=(1, 2))
+        floor = floor_share * np.maximum(scale_f, scale_j)[:, None, None]
+        err = np.abs(fd - jv)
+        denom = np.maximum(np.maximum(np.abs(fd), np.abs(jv)), floor)
+        rel = np.where(err == 0, 0.0, err / np.where(denom > 0, denom, 1.0))
+        rel = np.where(np.isfinite(fd) & np.isfinite(jv), rel, np.inf)
+        # Where the function is not finite (outside its domain) nothing can be checked.
+        return np.where(finite_f, rel, np.nan)
+
+
+def short(expr, limit: int = 2000) -> str:
+    """`expr` as text, cut at `limit` characters (a mismatch's report stays readable)."""
+    text = str(expr)
+    return text if len(text) <= limit else text[:limit] + " ..."
