@@ -5,6 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from . import limits as limits_
+from .cache import cache_clear, cache_info
 from .errors import UsageError
 from .graph import autodiff, sparsity
 from .graph.ir import Graph, prune
@@ -167,6 +168,17 @@ class Program:
             wrt=wrt, sparse=sparse, backend=backend, dtype=dtype, value=False)[1],
             values, backend, dtype, inputs, of, wrt)
 
+    def grad_and_hessian_diagonal(self, values: dict | None = None, /, *, of: str | None = None,
+                                  wrt=None, backend: str | None = None,
+                                  dtype: str | None = None, **inputs) -> tuple:
+        """`(gradient, diagonal)`, each `{input: array of the input's shape}`, as `grad` and
+        `hessian(diagonal=True)` give them, from one evaluation: a Newton step with the
+        Hessian's diagonal (k-means) costs one pass over the data, not two."""
+        key = (calls.PAIRED, of, _request_key(wrt))
+        return self._fast_or(key, lambda: self.value_and(
+            calls.PAIRED, self._given(values, inputs, calls.PAIRED), of=of, wrt=wrt,
+            backend=backend, dtype=dtype, value=False)[1], values, backend, dtype, inputs, of, wrt)
+
     def sparsity(self, *, of: str | None = None, wrt=None, hessian: bool = False):
         """The pattern of the Jacobian of `of` (or, `hessian=True`, of its Hessian) from the
         graph: a boolean `scipy.sparse.csr_matrix` shaped as `jacobian(..., sparse=True)`."""
@@ -198,9 +210,10 @@ class Program:
                   dtype: str | None = None, value: bool = True) -> tuple:
         """The output's value and one derivative from a single evaluation.
 
-        `kind` is grad, jacobian, hessian, hessian_diagonal, vjp (give `seed`), jvp or hvp
-        (give `tangents`). Returns `(value, result)` with `result` shaped as the method of
-        the same name (`sparse=True`: a CSR matrix, a list of them for a batch); with
+        `kind` is grad, jacobian, hessian, hessian_diagonal, vjp (give `seed`), jvp, hvp
+        (give `tangents`) or grad_and_hessian_diagonal. Returns `(value, result)` with
+        `result` shaped as the method of the same name (`sparse=True`: a CSR matrix, a list
+        of them for a batch); with
         `value=False`, `(None, result)`, computed without what only the value needs."""
         inputs = self._given(inputs, {}, "value_and")
         if sparse:
@@ -355,8 +368,8 @@ class Program:
         def build() -> Graph:
             if kind == "jacobian":
                 return autodiff.jacobian(self.graph, of, wrt, mode)
-            if kind == "hessian_diagonal":  # a sweep per colour of the pattern, not per element
-                return sparsity.hessian_diagonal(self.graph, of, wrt)
+            if kind in ("hessian_diagonal", calls.PAIRED):  # a sweep per colour, not element
+                return sparsity.hessian_diagonal(self.graph, of, wrt, kind == calls.PAIRED)
             return getattr(autodiff, kind)(self.graph, of, wrt)
         if value:
             return self.derived(request, build)  # else pruned from a whole one, not kept
@@ -400,20 +413,6 @@ class Program:
 
     def _given(self, values, inputs: dict, call: str) -> dict:
         return calls.given_inputs(self.graph, values, inputs, call)
-
-
-def cache_info() -> dict:
-    """`diffdsl cache info`: {"path": folder (DIFFDSL_CACHE_DIR if set), "entries", "bytes"}."""
-    from .cache import KernelCache
-    return KernelCache().info()
-
-
-def cache_clear() -> dict:
-    """Remove diffdsl's entries from the kernel cache (folders it did not make stay):
-    `{"path": folder, "removed": entries}`."""
-    from .cache import KernelCache
-    store = KernelCache()
-    return {"path": str(store.root), "removed": store.clear()}
 
 
 def _request_key(wrt):

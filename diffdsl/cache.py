@@ -243,3 +243,15 @@ def warn_in_memory(reason: str) -> None:
     warnings.warn(f"kernel cache unavailable ({reason}); building in memory "
                   f"(set {ENV} to a writable folder, or pass --no-cache)", CacheWarning,
                   stacklevel=3)
+
+
+def cache_info() -> dict:
+    """`diffdsl cache info`: {"path": folder (DIFFDSL_CACHE_DIR if set), "entries", "bytes"}."""
+    return KernelCache().info()
+
+
+def cache_clear() -> dict:
+    """Remove diffdsl's entries from the kernel cache (folders it did not make stay):
+    `{"path": folder, "removed": entries}`."""
+    store = KernelCache()
+    return {"path": str(store.root), "removed": store.clear()}

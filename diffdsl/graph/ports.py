@@ -19,6 +19,11 @@ def d_name(*names: str) -> str:
     return "d:" + ":".join(names)
 
 
+def g_name(name: str) -> str:
+    """The gradient's output beside a Hessian's diagonal ("d:NAME") in one graph."""
+    return "g:" + name
+
+
 # choosing what to differentiate ----------------------------------------------------------
 def pick_output(graph: Graph, of: str | None) -> str:
     if of is None:

@@ -29,9 +29,11 @@ from .autodiff import (
     reverse,
 )
 from .colouring import Pattern, diagonal_colouring, groups
+from .fuse import fuse_siblings
 from .ir import Builder, Graph, Port
 from .loops import expand, explicit
 from .pattern_walk import bits, summarisable, walk
+from .ports import g_name
 from .share_sums import shared
 
 COMPRESSED = "compressed"  # the output port of a compressed derivative graph
@@ -140,7 +142,8 @@ def compressed_hessian(graph: Graph, of: str, wrt: list[str], seeds: list) -> Gr
     return shared(b.graph(dict(graph.inputs), ports))
 
 
-def hessian_diagonal(graph: Graph, of: str | None = None, wrt=None) -> Graph:
+def hessian_diagonal(graph: Graph, of: str | None = None, wrt=None,
+                     with_grad: bool = False) -> Graph:
     """Outputs "value" and "d:NAME" of each input's shape: d²f/dx_k² elementwise. Columns
     whose rows of the Hessian's pattern hold none of each other share a forward sweep (a
     colouring of the pattern's graph): the sweep of the sum of a colour's columns gives
@@ -148,7 +151,8 @@ def hessian_diagonal(graph: Graph, of: str | None = None, wrt=None) -> Graph:
     a sum of squares) is one sweep, however many columns; a dense Hessian, one per column.
     A graph with a scan gets one per column too: its pattern would write the scan out. The
     other inputs are read in place, as data (k-means' points, by which the Newton step is
-    not taken)."""
+    not taken). `with_grad`: outputs "g:NAME", the gradient, too: the sweeps' primal values,
+    so the graph computes them already (a Newton step in one pass, not two)."""
     wrt = pick_inputs(graph, wrt)
     graph = explicit(graph, set(wrt))
     of = pick_output(graph, of)
@@ -168,8 +172,11 @@ def hessian_diagonal(graph: Graph, of: str | None = None, wrt=None) -> Graph:
     for name in wrt:
         port = graph.inputs[name]
         outputs[d_name(name)] = Port(port.shape, tuple(diagonal[at:at + port.size]))
+        if with_grad:
+            outputs[g_name(name)] = Port(port.shape, tuple(gradient[at:at + port.size]))
         at += port.size
-    return shared(b.graph(dict(graph.inputs), outputs))
+    made = shared(b.graph(dict(graph.inputs), outputs))
+    return fuse_siblings(made) if with_grad else made  # the gradient's loop and its tangent's
 
 
 def _ports(out: Port, seeds: list, width: int, ids: list) -> dict:

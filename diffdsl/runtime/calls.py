@@ -18,7 +18,9 @@ from ..graph import autodiff
 from ..graph.ir import Graph, prune
 from .inputs import a_or_an, host_values
 
-KINDS = ("grad", "jacobian", "hessian", "hessian_diagonal", "vjp", "jvp", "hvp")
+KINDS = ("grad", "jacobian", "hessian", "hessian_diagonal", "vjp", "jvp", "hvp",
+         "grad_and_hessian_diagonal")
+PAIRED = "grad_and_hessian_diagonal"  # outputs "g:NAME" and "d:NAME", handed back as a pair
 REDUCTIONS = ("sum", "mean")
 
 
@@ -50,10 +52,12 @@ class FastCalls:
             value = key == "value"
             graph = prog.graph if value else prog.derivative(key[0], of, wrt, value=False)
             keep = (None, None) if value else (is_derivative, input_of)
+            if not value and key[0] == PAIRED:
+                keep = (_paired, None)
             fast = prog.engine.fast_function(graph, prog.dtype, prog.backend, *keep,
                                              single=value and len(graph.outputs) == 1)
             if fast is not None:
-                self.made[key] = fast
+                self.made[key] = _in_pairs(fast) if keep[0] is _paired else fast
         return result
 
 
@@ -106,6 +110,8 @@ def split_outputs(kind: str, out: dict) -> tuple:
     of the same name returns it: `{input: array}`, a Hessian's `{input: {input: array}}`."""
     if kind == "jvp":
         return out.get("value"), out["jvp"]
+    if kind == PAIRED:
+        return out.get("value"), pair(out)
     if kind == "hessian":
         result: dict = {}
         for key, value in out.items():
@@ -121,6 +127,22 @@ def without_value(graph: Graph) -> Graph:
     loop a Hessian's diagonal would run for the value alone)."""
     return prune(graph.nodes, graph.inputs, {name: port for name, port in
                                              graph.outputs.items() if name != "value"})
+
+
+def pair(out: dict) -> tuple[dict, dict]:
+    """`({input: gradient}, {input: Hessian diagonal})` from "g:NAME" and "d:NAME"."""
+    return ({key[2:]: v for key, v in out.items() if key.startswith("g:")}, by_input(out))
+
+
+def _paired(name: str) -> bool:
+    return name.startswith(("g:", "d:"))
+
+
+def _in_pairs(fast):
+    def paired(values):
+        out = fast(values)
+        return None if out is None else pair(out)  # None: not a single point, the slow path
+    return paired
 
 
 def by_input(out: dict) -> dict:
