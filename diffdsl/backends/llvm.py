@@ -37,7 +37,7 @@ import numpy as np
 from ..graph.ir import Graph, verify
 from ..graph.ops import OPS, POW_CONST_LL
 from .llvm_entries import entries
-from .llvm_loops import accumulates, add_loop, loop
+from .llvm_loops import accumulates, add_loop, loop, strided_copies, strided_loop
 from .llvm_powers import power_lines, running_powers
 from .llvm_vector import widen
 
@@ -135,6 +135,10 @@ class _Module:
             self.lines.extend("  " + line for line in body)
             self.lines += ["  ret void", "}", ""]
         self.fills = self.fills or bool(plan.copies)
+        for name, table in plan.tables:
+            values = ", ".join(f"{t} {literal(x, self.dtype)}" for x in table)
+            self.tables.append(f"{name} = private unnamed_addr constant [{len(table)} x {t}] "
+                               f"[{values}]")
         for k, count, table in plan.fills:
             self.fills = True
             if table is not None:
@@ -168,7 +172,9 @@ class _Layout:
                 self.source[i] = (self.port_of[node.attr[0]], node.attr[1])
         self.stores: dict[int, list] = {}  # node -> [(port, element)] of the outputs it feeds
         self.fills = []  # (port, elements, None for zeros or the table of constants)
+        self.tables = []  # (global name, constants): streams of constants, read in place
         self.copies = []  # (port, first element, region node, first value, elements)
+        self.strided = []  # (port, element, region, value, count, step, by, width)
         self.direct: dict[int, tuple[int, int]] = {}  # region -> (port, element): its rows
         first = len(graph.inputs)
         # Output ports whose values are added to what they hold (a body's sums, added up
@@ -187,6 +193,9 @@ class _Layout:
             ids = np.asarray(port.ids, dtype=np.int64)
             zeros = self._zeros(ids) if first + k in self.adding else self._fill(first + k, ids)
             covered = zeros | self._copy(graph, first + k, port.ids)
+            if first + k not in self.adding:  # a port its body adds into stores each
+                for copy in strided_copies(graph, port.ids, covered, COPY_BLOCK):
+                    self.strided.append((first + k, *copy))
             for e in np.flatnonzero(~covered).tolist():
                 self.stores.setdefault(port.ids[e], []).append((first + k, e))
         self.slot = {}
@@ -229,7 +238,7 @@ class _Layout:
         centroid's cotangents, `llvm_loops.accumulates`)."""
         if not self.copies:
             return
-        read = set()
+        read = {copy[3] for copy in self.strided}
         args = {a for node in graph.nodes for a in node.args} | set(self.stores)
         copied = Counter(copy[2] for copy in self.copies)
         read.update(r for r, count in copied.items() if count > 1)
@@ -395,6 +404,9 @@ def _segment(graph: Graph, plan: _Layout, start: int, stop: int, last: bool,
                 continue
             out.append(f"call void @llvm.memcpy.p0.p0.i64(ptr %cp{n}.to, ptr %cp{n}.from, "
                        f"i64 {count * size}, i1 false)")
+        for n, (k, e, r, start, count, *steps) in enumerate(plan.strided):
+            out += strided_loop(f"sc{n}", port(k), plan.areas[r]["buf"] + start, e, count,
+                                steps, t, block)
     # A region's locals are allocated once, in the entry block, where the optimiser's SROA
     # looks for them (llvm_loops.loop).
     allocas = [line for line in out if " = alloca " in line]
