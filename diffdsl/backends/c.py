@@ -242,4 +242,8 @@ class _Segment:
             for k, e, r, first, count in plan.copies:
                 self.out.append(f"memcpy(p[{k}] + {e}, s + {plan.areas[r]['buf'] + first}, "
                                 f"{count * size});")
+            for k, e, r, first, count, step, by, width in plan.strided:  # blocks at a step
+                self.out.append(f"for (long m = 0; m < {count}; m++) memcpy(p[{k}] + {e} + "
+                                f"m * {step}, s + {plan.areas[r]['buf'] + first} + m * {by}, "
+                                f"{width * size});")
         return self.out
