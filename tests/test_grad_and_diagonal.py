@@ -95,3 +95,18 @@ def test_fuzzed_programs_with_loops_kept(source):
         grads, diag = prog.grad_and_hessian_diagonal(values, of="y", backend=backend)
         assert agree(grads, prog.grad(values, of="y", backend=backend)), source
         assert agree(diag, prog.hessian(values, of="y", diagonal=True, backend=backend)), source
+
+
+def test_a_graph_of_many_loops_is_left_as_it_is(monkeypatch):
+    """Past `fuse.MOST_REGIONS` loops no pair is tried (each walks the graph); the pair's
+    values are the same, from two loops."""
+    prog = build(KMEANS.format(n=50), 1)
+    rng = np.random.default_rng(9)
+    values = {"P": rng.normal(size=(50, 2)), "C": rng.normal(size=(3, 2))}
+    want = prog.grad_and_hessian_diagonal(values, wrt=["C"], backend="cpu")
+    monkeypatch.setattr(fuse, "MOST_REGIONS", 1)
+    graph = sparsity.hessian_diagonal(prog.graph, "f", ["C"], with_grad=True)
+    assert _regions(graph) == 2 and fuse.fuse_siblings(graph) is graph
+    again = build(KMEANS.format(n=50), 1)  # a program of its own: its graphs not kept
+    got = again.grad_and_hessian_diagonal(values, wrt=["C"], backend="cpu")
+    assert agree(got[0], want[0]) and agree(got[1], want[1])

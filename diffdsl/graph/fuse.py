@@ -14,11 +14,17 @@ from .ir import Builder, Graph, Port
 from .loops import LEAVES, body_graph, inline, leaf
 from .region import Region
 
+# Past this many loops a graph is left as it is: each pair tried walks the graph (a Hessian's
+# diagonal of a program of many short loops would take minutes to pair).
+MOST_REGIONS = 32
+
 
 def fuse_siblings(graph: Graph) -> Graph:
     """`graph` with each pair of fusable regions (`_fusable`) merged into one; the first
     pair found for each region, in node order. `graph` itself where there is none."""
     regions = [i for i, node in enumerate(graph.nodes) if node.op == "region"]
+    if len(regions) > MOST_REGIONS:
+        return graph
     taken: set[int] = set()
     pairs = {}
     for k, b in enumerate(regions):
