@@ -193,7 +193,7 @@ class _Layout:
             ids = np.asarray(port.ids, dtype=np.int64)
             zeros = self._zeros(ids) if first + k in self.adding else self._fill(first + k, ids)
             covered = zeros | self._copy(graph, first + k, port.ids)
-            if first + k not in self.adding:  # a port its body adds into stores each
+            if self._parts and first + k not in self.adding:  # an adding port: a store each
                 for copy in strided_copies(graph, port.ids, covered, COPY_BLOCK):
                     self.strided.append((first + k, *copy))
             for e in np.flatnonzero(~covered).tolist():

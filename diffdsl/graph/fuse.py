@@ -85,7 +85,7 @@ def _merged(graph: Graph, a: int, b: int, ids: list) -> tuple:
         cap_b.append(where_c.pop(x) if x in where_c else len(captures))
         if cap_b[-1] == len(captures):
             captures.append(x)
-    streams, stream_args, sources = [], [], []
+    streams, stream_args, sources, widths = [], [], [], []
     stream_of: dict[tuple, int] = {}  # the same window of the same array: one stream
     maps_to: list[list[int]] = []
     for node, r in ((na, ra), (nb, rb)):
@@ -93,21 +93,19 @@ def _merged(graph: Graph, a: int, b: int, ids: list) -> tuple:
         for j, spec in enumerate(r.streams):
             args = tuple(node.args[at:at + r.taken(j)])
             at += r.taken(j)
-            key = (spec, r.body.inputs[f"@s{j}"].size, r.source(j), args)
+            width = r.body.inputs[f"@s{j}"].size
+            key = (spec, width, r.source(j), args)
             if key not in stream_of:
                 stream_of[key] = len(streams)
                 streams.append(spec)
                 stream_args.append(args)
                 sources.append(r.source(j))
+                widths.append(width)
             mine.append(stream_of[key])
         maps_to.append(mine)
     bb = Builder()
     ports = {"@i": [bb.input("@i", 0)], "@c": [bb.input("@c", k) for k in range(len(captures))]}
-    widths = {s: None for s in range(len(streams))}
-    for r, mine in ((ra, maps_to[0]), (rb, maps_to[1])):
-        for j, s in enumerate(mine):
-            widths[s] = r.body.inputs[f"@s{j}"].size
-    for s, w in widths.items():
+    for s, w in enumerate(widths):
         ports[f"@s{s}"] = [bb.input(f"@s{s}", k) for k in range(w)]
     outs = []
     for r, caps, mine in ((ra, range(ra.captures), maps_to[0]), (rb, cap_b, maps_to[1])):

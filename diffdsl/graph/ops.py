@@ -270,18 +270,21 @@ _POW_LL = ("{r}.a = call {t} @llvm.fabs.{s}({t} {0})\n"  # m = pow(|x|, y)
 # carry the 17 instructions above per power (GMM at d = 64, k = 50: past 60 s to compile).
 POW_CONST_LL = _intrinsic("pow", 2)
 
+def _pow_pullback(g, a, out, ct):
+    dx = g.mul(ct, g.mul(a[1], g.pow(a[0], g.sub(a[1], g.const(1.0)))))  # y x**(y - 1)
+    if g.is_const(a[1]):
+        return dx, None
+    zero = g.const(0.0)
+    # A dynamic exponent (`a ** j` in a loop kept as a loop): d/dx is 0 where y = 0 (x**0 is
+    # 1 at every x), not 0 * inf at x = 0; d/dy = x**y log x is 0 at x = 0 (its limit for
+    # y > 0), not 0 * -inf.
+    return (g.select(g.op("eq", a[1], zero), zero, dx),
+            g.select(g.op("eq", a[0], zero), zero, g.mul(ct, g.mul(g.op("log", a[0]), out))))
+
+
 _row("pow", 2, builtin=True, fold=math.pow, numpy="c_power({0}, {1})", numba="({0} ** {1})",
      sympy="sp.Pow({0}, {1})", symbol="**", ll=_POW_LL,
-     pullback=lambda g, a, out, ct: (
-         # d/dx x**y = y x**(y - 1), taken as 0 where y = 0 (x**0 is 1 at every x), not
-         # 0 * inf at x = 0: a dynamic exponent (`a ** j` in a loop kept as a loop)
-         g.mul(ct, g.mul(a[1], g.pow(a[0], g.sub(a[1], g.const(1.0))))) if g.is_const(a[1])
-         else g.select(g.op("eq", a[1], g.const(0.0)), g.const(0.0),
-                       g.mul(ct, g.mul(a[1], g.pow(a[0], g.sub(a[1], g.const(1.0)))))),
-         # d/dy x**y = x**y log x, taken as 0 at x = 0 (its limit for y > 0), not 0 * -inf.
-         None if g.is_const(a[1]) else
-         g.select(g.op("eq", a[0], g.const(0.0)), g.const(0.0),
-                  g.mul(ct, g.mul(g.op("log", a[0]), out)))))
+     pullback=lambda g, a, out, ct: _pow_pullback(g, a, out, ct))
 
 
 def _atan2_pullback(g, a, out, ct):

@@ -18,9 +18,8 @@ from ..graph import autodiff
 from ..graph.ir import Graph, prune
 from .inputs import a_or_an, host_values
 
-KINDS = ("grad", "jacobian", "hessian", "hessian_diagonal", "vjp", "jvp", "hvp",
-         "grad_and_hessian_diagonal")
 PAIRED = "grad_and_hessian_diagonal"  # outputs "g:NAME" and "d:NAME", handed back as a pair
+KINDS = ("grad", "jacobian", "hessian", "hessian_diagonal", "vjp", "jvp", "hvp", PAIRED)
 REDUCTIONS = ("sum", "mean")
 
 
@@ -49,15 +48,14 @@ class FastCalls:
                 return result
         result = slow()
         if host and fast is None:
-            value = key == "value"
+            value, paired = key == "value", key[0] == PAIRED
             graph = prog.graph if value else prog.derivative(key[0], of, wrt, value=False)
-            keep = (None, None) if value else (is_derivative, input_of)
-            if not value and key[0] == PAIRED:
-                keep = (_paired, None)
+            keep = (None, None) if value else (_paired, None) if paired else \
+                (is_derivative, input_of)
             fast = prog.engine.fast_function(graph, prog.dtype, prog.backend, *keep,
                                              single=value and len(graph.outputs) == 1)
             if fast is not None:
-                self.made[key] = _in_pairs(fast) if keep[0] is _paired else fast
+                self.made[key] = _in_pairs(fast) if paired else fast
         return result
 
 

@@ -256,7 +256,8 @@ def _numeric(graph: Graph, out: str, x0: dict, jacs: list, rng) -> dict:
 def _symbolic(graph: Graph, out: str, jac: Graph, syms, x0: dict, jac_values: dict,
               sizes: list, depths: list, shown, deadline: float) -> dict:
     """Statuses of the elements of `out`'s Jacobian, counted on the bar `shown` as each is
-    decided; those not begun by `deadline` (`time.monotonic`) are skipped."""
+    decided; past `deadline` (`time.monotonic`), large ones are skipped and no `simplify`
+    is tried."""
     out_port = graph.outputs[out]
     names = list(graph.inputs)
     result = {}
