@@ -192,7 +192,7 @@ def loop(graph: Graph, plan, i: int, value, port, block: list, t: str, prefix: s
         out.append(f"{r}.pw = alloca {t}, i64 {2 * powers}")
         for k in range(2 * powers):
             out += [f"{r}.pw{k} = getelementptr inbounds {t}, ptr {r}.pw, i64 {k}",
-                    f"store {t} 0.0, ptr {r}.pw{k}"]
+                    f"store {'i64 0' if k % 2 else t + ' 0.0'}, ptr {r}.pw{k}"]
         bind(POWERS, f"{r}.pw", "pw")
     bind("@c", f"{r}.cap", "c")
     buf = scratch(f"{r}.buf", area["buf"])
