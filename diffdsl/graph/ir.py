@@ -281,7 +281,7 @@ def prune(nodes, inputs: dict[str, Port], outputs: dict[str, Port]) -> Graph:
     """Dead-code removal and renumbering: inputs first, then what the outputs need."""
     live = bytearray(len(nodes))
     for port in outputs.values():
-        for i in port.roots():
+        for i in set(port.roots()):  # a Jacobian's 10^6 ids name a few thousand nodes
             live[i] = 1
     for i in range(len(nodes) - 1, -1, -1):
         if live[i]:
@@ -291,13 +291,17 @@ def prune(nodes, inputs: dict[str, Port], outputs: dict[str, Port]) -> Graph:
     seen = set(order)
     order += [i for i in range(len(nodes)) if live[i] and i not in seen]
     # Inputs come first; the rest keep their order, which is topological already.
-    new_id = {}
+    new_id = list(range(len(nodes)))
+    for new, old in enumerate(order):
+        new_id[old] = new
+    renumber = new_id.__getitem__
     new_nodes = []
     for old in order:
         node = nodes[old]
         if node.args:
-            node = Node(node.op, tuple(new_id[a] for a in node.args), node.attr)
-        new_id[old] = len(new_nodes)
+            args = tuple(map(renumber, node.args))
+            if args != node.args:  # a node before it moved: most keep their ids
+                node = Node(node.op, args, node.attr)
         new_nodes.append(node)
     return Graph(tuple(new_nodes), {n: p.moved(new_id) for n, p in inputs.items()},
                  {n: p.moved(new_id) for n, p in outputs.items()})
