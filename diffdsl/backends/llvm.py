@@ -36,8 +36,9 @@ import numpy as np
 
 from ..graph.ir import Graph, verify
 from ..graph.ops import OPS, POW_CONST_LL
+from .llvm_blocks import strided_copies, strided_loop
 from .llvm_entries import entries
-from .llvm_loops import accumulates, add_loop, loop, strided_copies, strided_loop
+from .llvm_loops import accumulates, add_loop, loop
 from .llvm_powers import power_lines, running_powers
 from .llvm_vector import widen
 

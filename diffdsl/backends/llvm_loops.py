@@ -201,8 +201,13 @@ def loop(graph: Graph, plan, i: int, value, port, block: list, t: str, prefix: s
     zeroed = _add_runs(region)
     looped = {e for start, stop in zeroed for e in range(start, stop)}
     for e in range(region.sums):
-        if e not in looped:
-            out.append(f"store {t} {zero}, ptr {scratch(f'{r}.acc{e}', area['buf'] + e)}")
+        kind = region.kind(e)  # a min or max starts at inf or -inf and its winner at 0, as
+        if e not in looped:  # the first iteration would set them: no test of it in the chain
+            first = {"add": zero, "min": "0x7FF0000000000000"}.get(kind, "0xFFF0000000000000")
+            out.append(f"store {t} {first}, ptr {scratch(f'{r}.acc{e}', area['buf'] + e)}")
+        if kind != "add":
+            w = scratch(f"{r}.w{e}.p", area["buf"] + region.winner_value(e))
+            out.append(f"store {t} 0.0, ptr {w}")
     for start, stop in zeroed:  # their accumulators start at -0.0, stored by a loop
         z = f"r{i}.z{start}"
         out += [f"br label %{z}", f"{z}:",
@@ -245,6 +250,7 @@ def loop(graph: Graph, plan, i: int, value, port, block: list, t: str, prefix: s
     # The block that ends an iteration, which the index's phi names: the last add loop's.
     runs = [] if adds else zeroed  # the latch's add loops
     latch = f"r{i}.a{runs[-1][0]}.done" if runs else f"r{i}.head"
+    latch = f"r{i}.m{region.winners[-1]}.keep" if region.winners else latch  # (below)
     first, end, enter = "0", str(region.n), f"br label %r{i}.head"
     only = gate(region)
     if only is not None:  # the one iteration whose values are not 0, if any; rows of 0
@@ -278,8 +284,6 @@ def loop(graph: Graph, plan, i: int, value, port, block: list, t: str, prefix: s
         size = region.carry * (4 if t == "float" else 8)
         out.append(f"call void @llvm.memcpy.p0.p0.i64(ptr {r}.h0, ptr {r}.nx, i64 {size}, "
                    "i1 false)")
-    if region.winners:
-        out.append(f"{r}.later = icmp ne i64 {r}.it, 0")
     tail = [f"r{i}.head"]
     for start, stop in runs:  # acc[e] += sums[e], as a loop the vectoriser takes
         out += add_loop(f"r{i}.a{start}", buf, f"{r}.sums", start, stop, t, tail)
@@ -292,15 +296,16 @@ def loop(graph: Graph, plan, i: int, value, port, block: list, t: str, prefix: s
         kind = region.kind(e)
         if kind == "add":
             out.append(f"{r}.v{e} = fadd {t} {r}.u{e}, {r}.t{e}")
-        else:  # min or max: keep the earlier value on a tie (`ole`/`oge` as the op's row)
-            w = scratch(f"{r}.w{e}.p", area["buf"] + region.winner_value(e))
-            out += [f"{r}.cmp{e} = fcmp {'ole' if kind == 'min' else 'oge'} {t} {r}.u{e}, "
-                    f"{r}.t{e}",
-                    f"{r}.k{e} = and i1 {r}.later, {r}.cmp{e}",
-                    f"{r}.v{e} = select i1 {r}.k{e}, {t} {r}.u{e}, {t} {r}.t{e}",
-                    f"{r}.wo{e} = load {t}, ptr {w}",
-                    f"{r}.wn{e} = select i1 {r}.k{e}, {t} {r}.wo{e}, {t} {r}.itf",
-                    f"store {t} {r}.wn{e}, ptr {w}"]
+        else:  # min or max: keep the earlier value on a tie (`ole`/`oge` as the op's row),
+            # by a branch, not selects: the value changes in few iterations, and a select's
+            # compare made a chain of ~9 cycles an iteration (max(x): 24 times as long)
+            m = f"r{i}.m{e}"
+            out += [f"{r}.k{e} = fcmp {'ole' if kind == 'min' else 'oge'} {t} {r}.u{e}, "
+                    f"{r}.t{e}", f"br i1 {r}.k{e}, label %{m}.keep, label %{m}.take, "
+                    '!prof !{!"branch_weights", i32 1000, i32 1}', f"{m}.take:",
+                    f"store {t} {r}.t{e}, ptr {r}.acc{e}",
+                    f"store {t} {r}.itf, ptr {r}.w{e}.p", f"br label %{m}.keep", f"{m}.keep:"]
+            continue
         out.append(f"store {t} {r}.v{e}, ptr {r}.acc{e}")
     out += [f"{r}.next = add i64 {r}.it, 1", f"{r}.more = icmp slt i64 {r}.next, {end}",
             f"br i1 {r}.more, label %r{i}.head, label %r{i}.done", f"r{i}.done:"]
@@ -341,64 +346,6 @@ def add_loop(name: str, to: str, values: str, start: int, stop: int, t: str,
            f"%{a}.u = load {t}, ptr %{a}.up", f"%{a}.v = fadd {t} %{a}.u, %{a}.t",
            f"store {t} %{a}.v, ptr %{a}.up", f"%{a}.en = add i64 %{a}.e, 1",
            f"%{a}.more = icmp slt i64 %{a}.en, {stop}",
-           f"br i1 %{a}.more, label %{a}, label %{a}.done", f"{a}.done:"]
-    block[0] = f"{a}.done"
-    return out
-
-
-def strided_copies(graph: Graph, ids, covered, least: int) -> list[tuple]:
-    """Runs of an output's elements not `covered` (which it updates) that are one region's
-    values in blocks at steps: elements e + m * step + c are values v + m * by + c, for m
-    below count and c below width, at least `least` in all; each (e, region, v, count, step,
-    by, width). A Hessian's diagonal whose columns take two colours reads its even elements
-    from one sweep's loop and its odd ones from the other's (blocks of 1; of 2 and 1 for
-    three columns an iteration): a loop copies them, not a load and a store per element
-    (20,000 were 40,000 lines of IR)."""
-    by_region: dict[int, list[tuple[int, int]]] = {}
-    for e, i in enumerate(ids):
-        node = graph.nodes[i]
-        if node.op == "part" and not covered[e]:
-            by_region.setdefault(node.args[0], []).append((e, node.attr))
-    found = []
-    for r, pairs in by_region.items():
-        blocks = []  # (element, value, width): values in a row at elements in a row
-        for e, v in pairs:
-            if blocks and blocks[-1][0] + blocks[-1][2] == e and blocks[-1][1] + blocks[-1][2] == v:
-                blocks[-1][2] += 1
-            else:
-                blocks.append([e, v, 1])
-        k = 0
-        while k + 1 < len(blocks):
-            (e, v, w), m = blocks[k], 2
-            step, by = blocks[k + 1][0] - e, blocks[k + 1][1] - v
-            while k + m < len(blocks) and blocks[k + m][2] == w and \
-                    blocks[k + m][0] - blocks[k + m - 1][0] == step and \
-                    blocks[k + m][1] - blocks[k + m - 1][1] == by:
-                m += 1
-            if blocks[k + 1][2] == w and m * w >= least and by >= w:
-                found.append((e, r, v, m, step, by, w))
-                covered[[e + q * step + c for q in range(m) for c in range(w)]] = True
-                k += m
-            else:
-                k += 1
-    return found
-
-
-def strided_loop(name: str, to: str, first: int, e: int, count: int, steps: tuple, t: str,
-                 block: list) -> list[str]:
-    """`to[e + m * step + c] = scratch[first + m * by + c]` for m below `count` and c below
-    the width: `steps` is (step, by, width)."""
-    a, (step, by, width) = name, steps
-    size = 4 if t == "float" else 8
-    out = [f"br label %{a}", f"{a}:",
-           f"%{a}.m = phi i64 [ 0, %{block[0]} ], [ %{a}.mn, %{a} ]",
-           f"%{a}.fo = mul i64 %{a}.m, {by}", f"%{a}.fi = add i64 %{a}.fo, {first}",
-           f"%{a}.tp = getelementptr inbounds {t}, ptr %s, i64 %{a}.fi",
-           f"%{a}.eo = mul i64 %{a}.m, {step}", f"%{a}.ei = add i64 %{a}.eo, {e}",
-           f"%{a}.up = getelementptr inbounds {t}, ptr {to}, i64 %{a}.ei",
-           f"call void @llvm.memcpy.p0.p0.i64(ptr %{a}.up, ptr %{a}.tp, i64 {width * size}, "
-           "i1 false)", f"%{a}.mn = add i64 %{a}.m, 1",
-           f"%{a}.more = icmp slt i64 %{a}.mn, {count}",
            f"br i1 %{a}.more, label %{a}, label %{a}.done", f"{a}.done:"]
     block[0] = f"{a}.done"
     return out
