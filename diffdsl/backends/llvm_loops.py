@@ -13,6 +13,7 @@ from .llvm_powers import PORT as POWERS
 LOCAL = 64  # a region's captures, sums or next state up to this many values are allocas
 ADD_LOOP = 16  # from this many sums in a row, a loop adds them (`_add_runs`)
 COPY_RUN = 16  # from this many captures in a row, a block copies them (`_pieces`)
+BRANCH_FROM = 32  # past this many iterations a min or max is kept by a branch (`branches`)
 
 
 def _follows(graph: Graph, plan, a: int, b: int) -> bool:
@@ -250,7 +251,7 @@ def loop(graph: Graph, plan, i: int, value, port, block: list, t: str, prefix: s
     # The block that ends an iteration, which the index's phi names: the last add loop's.
     runs = [] if adds else zeroed  # the latch's add loops
     latch = f"r{i}.a{runs[-1][0]}.done" if runs else f"r{i}.head"
-    latch = f"r{i}.m{region.winners[-1]}.keep" if region.winners else latch  # (below)
+    latch = f"r{i}.m{region.winners[-1]}.keep" if branches(region) else latch  # (below)
     first, end, enter = "0", str(region.n), f"br label %r{i}.head"
     only = gate(region)
     if only is not None:  # the one iteration whose values are not 0, if any; rows of 0
@@ -296,21 +297,37 @@ def loop(graph: Graph, plan, i: int, value, port, block: list, t: str, prefix: s
         kind = region.kind(e)
         if kind == "add":
             out.append(f"{r}.v{e} = fadd {t} {r}.u{e}, {r}.t{e}")
-        else:  # min or max: keep the earlier value on a tie (`ole`/`oge` as the op's row),
-            # by a branch, not selects: the value changes in few iterations, and a select's
-            # compare made a chain of ~9 cycles an iteration (max(x): 24 times as long)
-            m = f"r{i}.m{e}"
-            out += [f"{r}.k{e} = fcmp {'ole' if kind == 'min' else 'oge'} {t} {r}.u{e}, "
-                    f"{r}.t{e}", f"br i1 {r}.k{e}, label %{m}.keep, label %{m}.take, "
-                    '!prof !{!"branch_weights", i32 1000, i32 1}', f"{m}.take:",
-                    f"store {t} {r}.t{e}, ptr {r}.acc{e}",
-                    f"store {t} {r}.itf, ptr {r}.w{e}.p", f"br label %{m}.keep", f"{m}.keep:"]
-            continue
+        else:  # min or max: keep the earlier value on a tie (`ole`/`oge` as the op's row)
+            m, keep = f"r{i}.m{e}", f"{r}.k{e}"
+            out.append(f"{keep} = fcmp {'ole' if kind == 'min' else 'oge'} {t} {r}.u{e}, "
+                       f"{r}.t{e}")
+            if branches(region):
+                out += [f"br i1 {keep}, label %{m}.keep, label %{m}.take, "
+                        '!prof !{!"branch_weights", i32 1000, i32 1}', f"{m}.take:",
+                        f"store {t} {r}.t{e}, ptr {r}.acc{e}",
+                        f"store {t} {r}.itf, ptr {r}.w{e}.p", f"br label %{m}.keep",
+                        f"{m}.keep:"]
+                continue
+            out += [f"{r}.v{e} = select i1 {keep}, {t} {r}.u{e}, {t} {r}.t{e}",
+                    f"{r}.wo{e} = load {t}, ptr {r}.w{e}.p",
+                    f"{r}.wn{e} = select i1 {keep}, {t} {r}.wo{e}, {t} {r}.itf",
+                    f"store {t} {r}.wn{e}, ptr {r}.w{e}.p"]
         out.append(f"store {t} {r}.v{e}, ptr {r}.acc{e}")
     out += [f"{r}.next = add i64 {r}.it, 1", f"{r}.more = icmp slt i64 {r}.next, {end}",
             f"br i1 {r}.more, label %r{i}.head, label %r{i}.done", f"r{i}.done:"]
     block[0] = f"r{i}.done"
     return out
+
+
+def branches(region) -> bool:
+    """Whether the loop keeps its mins' and maxes' running values by a branch rather than by
+    selects. Over a long loop the value changes in few iterations (about log n of n in a
+    random order) and the branch is predicted: the select's compare is a chain of about 9
+    cycles an iteration, max(x) of 10^6 elements took 23 times as long. Over a short one
+    (k-means' 10 centroids a point) the branch misses about one time in three and costs
+    more than the chain: selects are 10 to 20 % faster at 10 and 30 iterations, the branch
+    1.2 times at 40 and 1.7 at 100 (bench/minmax.py)."""
+    return bool(region.winners) and region.n > BRANCH_FROM
 
 
 def accumulates(region) -> bool:
