@@ -17,6 +17,7 @@ import re
 import shlex
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 from typing import NamedTuple
 
@@ -85,10 +86,18 @@ def cache_dir(tmp_path_factory) -> Path:
     return tmp_path_factory.mktemp("docs-cache")
 
 
+@pytest.fixture(scope="session")
+def scratch_dir(tmp_path_factory) -> Path:
+    # The examples' `tempfile.mkdtemp()` folders (a Zarr store, exported C): under pytest's
+    # own temporary folder, which it prunes, not left in /tmp by every run.
+    return tmp_path_factory.mktemp("docs-tmp")
+
+
 @pytest.fixture
-def as_a_user(cache_dir, monkeypatch):
+def as_a_user(cache_dir, scratch_dir, monkeypatch):
     """The environment a reader has: the repository root, `auto` meaning what it says."""
     monkeypatch.chdir(ROOT)
+    monkeypatch.setattr(tempfile, "tempdir", str(scratch_dir))
     monkeypatch.setenv("DIFFDSL_CACHE_DIR", str(cache_dir))
     # conftest.py sets DIFFDSL_BACKEND=numpy for the suite; the docs show the default.
     monkeypatch.delenv("DIFFDSL_BACKEND", raising=False)
