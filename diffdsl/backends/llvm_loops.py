@@ -13,7 +13,7 @@ from .llvm_powers import PORT as POWERS
 LOCAL = 64  # a region's captures, sums or next state up to this many values are allocas
 ADD_LOOP = 16  # from this many sums in a row, a loop adds them (`_add_runs`)
 COPY_RUN = 16  # from this many captures in a row, a block copies them (`_pieces`)
-BRANCH_FROM = 32  # past this many iterations a min or max is kept by a branch (`branches`)
+BRANCH_FROM = 200  # past this many iterations a min or max is kept by a branch (`branches`)
 
 
 def _follows(graph: Graph, plan, a: int, b: int) -> bool:
@@ -308,9 +308,13 @@ def loop(graph: Graph, plan, i: int, value, port, block: list, t: str, prefix: s
                         f"store {t} {r}.itf, ptr {r}.w{e}.p", f"br label %{m}.keep",
                         f"{m}.keep:"]
                 continue
+            # The winner from the new value (kept exactly where it is the old one, NaN never
+            # kept), not from `keep`: one compare feeding both selects went through the flags
+            # and a mask move, a chain of ~9 cycles an iteration; each alone, ~4.
             out += [f"{r}.v{e} = select i1 {keep}, {t} {r}.u{e}, {t} {r}.t{e}",
+                    f"{r}.kept{e} = fcmp oeq {t} {r}.v{e}, {r}.u{e}",
                     f"{r}.wo{e} = load {t}, ptr {r}.w{e}.p",
-                    f"{r}.wn{e} = select i1 {keep}, {t} {r}.wo{e}, {t} {r}.itf",
+                    f"{r}.wn{e} = select i1 {r}.kept{e}, {t} {r}.wo{e}, {t} {r}.itf",
                     f"store {t} {r}.wn{e}, ptr {r}.w{e}.p"]
         out.append(f"store {t} {r}.v{e}, ptr {r}.acc{e}")
     out += [f"{r}.next = add i64 {r}.it, 1", f"{r}.more = icmp slt i64 {r}.next, {end}",
@@ -322,11 +326,11 @@ def loop(graph: Graph, plan, i: int, value, port, block: list, t: str, prefix: s
 def branches(region) -> bool:
     """Whether the loop keeps its mins' and maxes' running values by a branch rather than by
     selects. Over a long loop the value changes in few iterations (about log n of n in a
-    random order) and the branch is predicted: the select's compare is a chain of about 9
-    cycles an iteration, max(x) of 10^6 elements took 23 times as long. Over a short one
-    (k-means' 10 centroids a point) the branch misses about one time in three and costs
-    more than the chain: selects are 10 to 20 % faster at 10 and 30 iterations, the branch
-    1.2 times at 40 and 1.7 at 100 (bench/minmax.py)."""
+    random order) and the branch is predicted, where the selects' compare is a chain of about
+    4 cycles an iteration: max(x) of 10^6 elements 10 times as fast. Over a short one (k-means'
+    10 centroids a point) the branch misses about one time in three, and the chain hides
+    behind the body's own work: the selects are twice as fast at 10 and 30 iterations, as
+    fast at 200, and the branch 1.16 times at 500 and 1,000 (bench/minmax.py)."""
     return bool(region.winners) and region.n > BRANCH_FROM
 
 
