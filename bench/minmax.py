@@ -15,12 +15,13 @@ from __future__ import annotations
 
 import argparse
 import sys
-import time
 from pathlib import Path
 
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from common import per_call  # noqa: E402
 
 import diffdsl  # noqa: E402
 from diffdsl.backends import llvm_loops  # noqa: E402
@@ -36,15 +37,9 @@ output cost = sum(min([dist2(P[i], C[j]) for j in range(k)]) for i in range(n))
 
 
 def best(fn, rounds: int) -> float:
-    fn()
-    times = []
-    for _ in range(rounds):
-        start, calls = time.perf_counter(), 0
-        while calls < 3 or time.perf_counter() - start < 0.1:
-            fn()
-            calls += 1
-        times.append((time.perf_counter() - start) / calls)
-    return min(times)
+    """Seconds a call of `fn()`: common.per_call's median of `rounds` rounds, the same data in
+    every call."""
+    return per_call(lambda _: fn(), lambda k: [None] * k, rounds=rounds, target=0.1)["seconds"]
 
 
 def both(source: str, values: dict, call: str, rounds: int) -> tuple[float, float]:

@@ -9,11 +9,13 @@ from itertools import pairwise
 
 from ..graph.ir import Graph
 from .llvm_powers import PORT as POWERS
+from .llvm_powers import power_state
 
 LOCAL = 64  # a region's captures, sums or next state up to this many values are allocas
 ADD_LOOP = 16  # from this many sums in a row, a loop adds them (`_add_runs`)
 COPY_RUN = 16  # from this many captures in a row, a block copies them (`_pieces`)
 BRANCH_FROM = 200  # past this many iterations a min or max is kept by a branch (`branches`)
+_START = {"min": "0x7FF0000000000000", "max": "0xFFF0000000000000"}  # inf, -inf
 
 
 def _follows(graph: Graph, plan, a: int, b: int) -> bool:
@@ -190,10 +192,7 @@ def loop(graph: Graph, plan, i: int, value, port, block: list, t: str, prefix: s
                 f"i64 {m * size}, i1 false)"]
     bind("@i", local(f"{r}.ix", 1, "index"), "i")
     if powers:  # each power's state: none made yet (llvm_powers)
-        out.append(f"{r}.pw = alloca {t}, i64 {2 * powers}")
-        for k in range(2 * powers):
-            out += [f"{r}.pw{k} = getelementptr inbounds {t}, ptr {r}.pw, i64 {k}",
-                    f"store {'i64 0' if k % 2 else t + ' 0.0'}, ptr {r}.pw{k}"]
+        out += power_state(f"{r}.pw", powers, t)
         bind(POWERS, f"{r}.pw", "pw")
     bind("@c", f"{r}.cap", "c")
     buf = scratch(f"{r}.buf", area["buf"])
@@ -204,7 +203,7 @@ def loop(graph: Graph, plan, i: int, value, port, block: list, t: str, prefix: s
     for e in range(region.sums):
         kind = region.kind(e)  # a min or max starts at inf or -inf and its winner at 0, as
         if e not in looped:  # the first iteration would set them: no test of it in the chain
-            first = {"add": zero, "min": "0x7FF0000000000000"}.get(kind, "0xFFF0000000000000")
+            first = _START.get(kind, zero)
             out.append(f"store {t} {first}, ptr {scratch(f'{r}.acc{e}', area['buf'] + e)}")
         if kind != "add":
             w = scratch(f"{r}.w{e}.p", area["buf"] + region.winner_value(e))
@@ -248,10 +247,13 @@ def loop(graph: Graph, plan, i: int, value, port, block: list, t: str, prefix: s
         bind("@h", f"{r}.h0", "h")
         bind("@next", local(f"{r}.nx", region.carry, "next"), "next")
     body_scratch = scratch(f"{r}.bs", area["body"])
-    # The block that ends an iteration, which the index's phi names: the last add loop's.
+    # The block that ends an iteration, which the index's phi names: the last min's or
+    # max's where they branch (below), else the last add loop's.
     runs = [] if adds else zeroed  # the latch's add loops
-    latch = f"r{i}.a{runs[-1][0]}.done" if runs else f"r{i}.head"
-    latch = f"r{i}.m{region.winners[-1]}.keep" if branches(region) else latch  # (below)
+    if branches(region):
+        latch = f"r{i}.m{region.winners[-1]}.keep"
+    else:
+        latch = f"r{i}.a{runs[-1][0]}.done" if runs else f"r{i}.head"
     first, end, enter = "0", str(region.n), f"br label %r{i}.head"
     only = gate(region)
     if only is not None:  # the one iteration whose values are not 0, if any; rows of 0

@@ -63,6 +63,16 @@ def _shift(nodes, e: int, index: int | None) -> int | None:
 
 
 
+def power_state(name: str, powers: int, t: str) -> list[str]:
+    """The "@pw" port's values at `name`, none made yet: each power's last value 0.0 and its
+    count of products left 0 (an i64)."""
+    out = [f"{name} = alloca {t}, i64 {2 * powers}"]
+    for k in range(2 * powers):
+        out += [f"{name}{k} = getelementptr inbounds {t}, ptr {name}, i64 {k}",
+                f"store {'i64 0' if k % 2 else t + ' 0.0'}, ptr {name}{k}"]
+    return out
+
+
 def power_lines(i: int, base: str, state: str, slot: int, pow_text: str, t: str,
                 block: list) -> list[str]:
     """Node i, `base ** (i + b)`, from the state at `state` (a pointer to the "@pw" port's
