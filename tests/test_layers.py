@@ -59,6 +59,7 @@ LAYERS = {
     "graph/ports": 2.5,  # derivative graphs' port names; which output and inputs
     "graph/wholes": 2.8,  # gradients with respect to inputs read whole: kept whole
     "graph/loop_sweeps": 2.9,  # derivatives of regions: regions over the body's derivative
+    "graph/unread": 2.84,  # loop outputs nothing reads, dropped from their bodies
     "graph/share_sums": 2.85,  # a gradient's loop of sums run forwards once
     "graph/fuse": 2.86,  # two loops over the same iterations as one (a gradient, its tangent)
     "graph/scan_sweeps": 2.92,  # derivatives of scans: a scan backwards over stored states

@@ -15,12 +15,14 @@ from __future__ import annotations
 
 from .ir import Builder, Graph
 from .loops import inline, read_from, share_stored, split_args
+from .unread import drop_unread
 
 
 def shared(graph: Graph) -> Graph:
     """A derivative's graph with its loops run forwards once: scans (`share_stored`) and
-    regions of sums (`share_sums`) read from the copies their pullbacks run."""
-    return share_sums(share_stored(graph))
+    regions of sums (`share_sums`) read from the copies their pullbacks run; then what no
+    loop's reader reads dropped (`unread.drop_unread`: a copy that is not read)."""
+    return drop_unread(share_sums(share_stored(graph)))
 
 
 def share_sums(graph: Graph) -> Graph:
