@@ -80,11 +80,12 @@ def emit(graph: Graph, dtype: str, key: str = "") -> tuple[str, int]:
 
 
 def code_size(graph: Graph) -> int:
-    """The size the optimiser's test reads (`native.OPTIMIZE_NODES`): a graph's nodes, and
-    for a graph with regions the nodes that become instructions: a region's body counts once
-    (its loop runs it n times), its inputs and the parts that read its values not at all, so
-    a loop over data is optimised however much data it reads. (A graph without regions keeps
-    the plain count: O2 code generation of a million-element Jacobian's stores takes seconds.)"""
+    """The size the optimiser's test reads (`native.OPTIMIZE_NODES`, and OPTIMIZE_LOOP_NODES
+    for a graph with loops): a graph's nodes, and for a graph with regions the nodes that
+    become instructions: a region's body counts once (its loop runs it n times), its inputs
+    and the parts that read its values not at all, so a loop over data is optimised however
+    much data it reads. (A graph without regions keeps the plain count: O2 code generation
+    of a million-element Jacobian's stores takes seconds.)"""
     if not any(node.op == "region" for node in graph.nodes):
         return len(graph.nodes)
     size = 0

@@ -16,8 +16,7 @@ values).
 
 from __future__ import annotations
 
-from .ir import Builder, Graph, Port, prune
-from .loops import LEAVES, leaf
+from .ir import Graph, Node, Port, prune
 from .region import Region
 
 
@@ -105,26 +104,22 @@ def _trimmed(region: Region, read: tuple[set, list] | None) -> tuple[Region, obj
 
 
 def _rebuilt(graph: Graph, changed: dict) -> Graph:
-    b = Builder()
-    ids = [0] * len(graph.nodes)
-    for i, node in enumerate(graph.nodes):
-        if node.op in LEAVES:
-            ids[i] = leaf(b, node)
-        elif node.op == "region":
-            region = changed[i][0] if i in changed else node.attr
-            ids[i] = b.region(region, [ids[a] for a in node.args])
-        elif node.op == "part":
-            r = node.args[0]
-            keep = changed[r][1] if r in changed else None
-            ids[i] = b.part(ids[r], node.attr if keep is None else keep(node.attr))
-        else:
-            ids[i] = b.op(node.op, *(ids[a] for a in node.args))
+    """`graph` with the regions of `changed` replaced in place and the parts that read them
+    renumbered: every node keeps its id (a gradient's graph may hold 10^6 nodes)."""
+    nodes = list(graph.nodes)
+    for i, (region, _) in changed.items():
+        nodes[i] = Node("region", nodes[i].args, region)
+    for i, node in enumerate(nodes):
+        if node.op == "part" and node.args[0] in changed:
+            keep = changed[node.args[0]][1]
+            if keep is not None:
+                nodes[i] = Node("part", node.args, keep(node.attr))
 
     def port(p: Port) -> Port:
         if p.whole is not None and changed.get(p.whole[0], (0, None))[1] is not None:
             r, first = p.whole
             p = Port(p.shape, p.ids, p.span, (r, changed[r][1](first)))
-        return p.moved(ids)
+        return p
 
-    return b.graph(*[{name: port(p) for name, p in ports.items()}
-                     for ports in (graph.inputs, graph.outputs)])
+    return Graph(tuple(nodes), {name: port(p) for name, p in graph.inputs.items()},
+                 {name: port(p) for name, p in graph.outputs.items()})
