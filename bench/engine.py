@@ -1,6 +1,6 @@
 """The kernel engine against its targets, side by side in one run (README, "Performance").
 
-    python bench/engine.py [--quick] [--markdown]
+    python bench/engine.py [--quick] [--markdown] [--parts 1 2 3 4 5]
 
 1. Single point: `prog.grad(A=x)` and `prog.grad(A=x, backend="cpu")` (the public calls,
    compiled before timing) against the memoised hand-written Numba gradient of
@@ -229,30 +229,37 @@ def main() -> None:
     ap.add_argument("--rounds", type=int, default=5)
     ap.add_argument("--target", type=float, default=0.2)
     ap.add_argument("--programs", type=int, default=2000)
+    ap.add_argument("--parts", nargs="+", type=int, default=[1, 2, 3, 4, 5],
+                    help="which of the five comparisons to run")
     args = ap.parse_args()
     if args.quick:
         args.rounds, args.target = 3, 0.1
     import diffdsl
     md = args.markdown
     print(f"machine: {machine()}")
-    print("\n1. det gradient, one matrix per call (us a call; ratio: time / reference)")
-    print(table(["n", "grad nodes", "grad(A=x)", "backend='cpu'", "reference",
-                 "ratio", "ratio cpu"], single_point(args, diffdsl), markdown=md))
-    print("\n2. batches (M gradients/s; ratio: diffdsl rate / reference rate)")
-    print(table(["n", "rows", "reference", "diffdsl M/s", "reference M/s", "ratio"],
-                batches(args, diffdsl), markdown=md))
-    print("\n3a. kernel build, text to loaded machine code, in this process")
-    print(table(["graph", "nodes", "outputs", "build s", "us/node"], compile_cost(diffdsl),
-                markdown=md))
-    print("\n3b. whole process (python -m diffdsl ...): cold = empty cache, then warm")
-    print(table(["command", "cold s", "warm s"], processes(), markdown=md))
-    print(f"\n4. memory of {args.programs} distinct programs compiled in one process")
-    print(table(["programs", "KB each", "MB held", "MB after drop"],
-                memory(diffdsl, args.programs), markdown=md))
-    print("\n5. one thread against all (us a batch; ratio above 1: threads pay)")
-    print(table(["n", "nodes", "rows", "rows x nodes", "serial us", "threads us", "ratio"],
-                threads(args, diffdsl), markdown=md))
-
+    parts = set(args.parts)
+    if 1 in parts:
+        print("\n1. det gradient, one matrix per call (us a call; ratio: time / reference)")
+        print(table(["n", "grad nodes", "grad(A=x)", "backend='cpu'", "reference",
+                     "ratio", "ratio cpu"], single_point(args, diffdsl), markdown=md))
+    if 2 in parts:
+        print("\n2. batches (M gradients/s; ratio: diffdsl rate / reference rate)")
+        print(table(["n", "rows", "reference", "diffdsl M/s", "reference M/s", "ratio"],
+                    batches(args, diffdsl), markdown=md))
+    if 3 in parts:
+        print("\n3a. kernel build, text to loaded machine code, in this process")
+        print(table(["graph", "nodes", "outputs", "build s", "us/node"],
+                    compile_cost(diffdsl), markdown=md))
+        print("\n3b. whole process (python -m diffdsl ...): cold = empty cache, then warm")
+        print(table(["command", "cold s", "warm s"], processes(), markdown=md))
+    if 4 in parts:
+        print(f"\n4. memory of {args.programs} distinct programs compiled in one process")
+        print(table(["programs", "KB each", "MB held", "MB after drop"],
+                    memory(diffdsl, args.programs), markdown=md))
+    if 5 in parts:
+        print("\n5. one thread against all (us a batch; ratio above 1: threads pay)")
+        print(table(["n", "nodes", "rows", "rows x nodes", "serial us", "threads us",
+                     "ratio"], threads(args, diffdsl), markdown=md))
 
 if __name__ == "__main__":
     main()
