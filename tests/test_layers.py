@@ -108,6 +108,7 @@ LAYERS = {
     "backends/llvm_powers": 2.89,  # powers of a loop's index as running products
     "backends/llvm_loops": 2.9,  # a region as a loop of LLVM IR calling its body
     "backends/llvm_blocks": 2.89,  # values copied in blocks at a step (memcpy loops)
+    "backends/llvm_cold": 2.89,  # code outside the loops left unoptimised
     "backends/llvm_vector": 2.9,  # libm calls the loop vectoriser may widen (libmvec)
     "backends/llvm_entries": 2.9,  # a kernel's entries: the row loop and CPython builtins
     "backends/llvm": 3,  # the LLVM IR emitter: text from a graph

@@ -11,7 +11,8 @@ from hypothesis import strategies as st
 
 import diffdsl
 from diffdsl.backends import numpy as reference
-from diffdsl.graph import share_sums
+from diffdsl.graph import share_sums, unread
+from diffdsl.graph.verify import verify
 from diffdsl.runtime.inputs import prepare_inputs
 
 LLSQ = """const n = 300
@@ -135,3 +136,34 @@ def test_generated_nested_loops(source):
             got, want = evaluated(graph, point), evaluated(raw, point)
             for k in want:
                 np.testing.assert_array_equal(got[k], want[k])
+
+
+def test_loops_that_become_one_are_merged(monkeypatch):
+    """k-means with its points as a const: in its Hessian, a pullback without its unread
+    copy of the sums is the very region beside it. The graph holds it once (a repeated node
+    is malformed: `verify` refused it, and the kernel with it), the values are those of the
+    graph without the pass, and the Hessian is NumPy's: 2 times each centroid's points."""
+    n, k, d = 60, 8, 6
+    rng = np.random.default_rng(7)
+    X = rng.standard_normal((n, d))
+    rows = ", ".join("[" + ", ".join(repr(float(v)) for v in r) + "]" for r in X)
+    source = (f"const X = [{rows}]\ninput C[{k}, {d}]\n"
+              f"output J = sum(min([sum((X[i, t] - C[j, t]) ** 2 for t in range({d})) "
+              f"for j in range({k})]) for i in range({n}))\n")
+    merged = []
+    real = unread._merged
+    monkeypatch.setattr(unread, "_merged", lambda g, c: merged.append(1) or real(g, c))
+    prog = diffdsl.compile(source, cache=False)
+    graph = prog.derivative("hessian")
+    assert merged  # the case this test is about
+    verify(graph)
+    raw = without_the_pass(monkeypatch, source, "hessian")
+    C = rng.standard_normal((k, d))
+    got, want = evaluated(graph, {"C": C}), evaluated(raw, {"C": C})
+    for name in want:
+        np.testing.assert_array_equal(got[name], want[name])
+    near = ((X[:, None, :] - C[None, :, :]) ** 2).sum(axis=2).argmin(axis=1)
+    expect = np.diag(np.repeat(2.0 * np.bincount(near, minlength=k), d))
+    for backend in ("numpy", "cpu"):
+        hessian = prog.hessian({"C": C}, backend=backend)
+        np.testing.assert_allclose(np.asarray(hessian["C"]["C"]).reshape(k * d, k * d), expect)

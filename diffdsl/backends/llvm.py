@@ -37,6 +37,7 @@ import numpy as np
 from ..graph.ir import Graph, verify
 from ..graph.ops import OPS, POW_CONST_LL
 from .llvm_blocks import strided_copies, strided_loop
+from .llvm_cold import cold_segments
 from .llvm_entries import entries
 from .llvm_loops import accumulates, add_loop, loop
 from .llvm_powers import power_lines, running_powers
@@ -62,14 +63,16 @@ def literal(x: float, dtype: str) -> str:
 
 
 def emit(graph: Graph, dtype: str, data_offset: int, header: str = "",
-         vector_math: dict | None = None) -> tuple[str, int]:
+         vector_math: dict | None = None, straight: tuple | None = None) -> tuple[str, int]:
     """The module's text (`header` goes in a comment on its first line) and the number of
     scratch elements an evaluation needs. A malformed graph is refused here (`ir.verify`).
     `vector_math` names the vector versions of libm's functions the loops may call
-    (llvm_vector.widen; none: libm's alone, as a program linked elsewhere needs)."""
+    (llvm_vector.widen; none: libm's alone, as a program linked elsewhere needs).
+    `straight`: (low, high); in a graph with loops whose code outside them has more nodes
+    than low and at most high, the segments that hold no loop are `optnone` (`llvm_cold`)."""
     verify(graph)
     t = TYPES[dtype][0]
-    module = _Module(dtype)
+    module = _Module(dtype, straight)
     plan = module.function(graph, "")
     lines = [f"; diffdsl kernel {header}".rstrip(),
              f"; {dtype}; {len(graph.nodes)} nodes; {len(plan.segments)} segments; "
@@ -92,8 +95,9 @@ class _Module:
     (named by the path of region nodes that leads to it: `@b12.seg0` is the first segment
     of the body of node 12; `@b12` runs them)."""
 
-    def __init__(self, dtype: str):
+    def __init__(self, dtype: str, straight: tuple | None = None):
         self.dtype = dtype
+        self.straight = straight
         self.spell = _spellings(dtype)
         self.lines: list[str] = []
         self.callees: dict[str, str] = {}
@@ -124,12 +128,14 @@ class _Module:
                 # what the loop (llvm_loops.loop) must do as its body was emitted
                 plan.areas[i].update(adds=adds, powers=len(inner.powers))
                 self._runner(f"{prefix}b{i}.", inner)
+        cold = cold_segments(graph, plan.segments, self.straight) if not prefix else set()
         for k, (start, stop) in enumerate(plan.segments):
             body = _segment(graph, plan, start, stop, k == len(plan.segments) - 1,
                             self.dtype, self.spell, prefix)
             # One segment is inlined into the entries (the optimiser then keeps the port
             # pointers in registers across rows); several stay apart, to keep compiling fast.
-            inline = "alwaysinline" if len(plan.segments) == 1 else "noinline"
+            inline = "alwaysinline" if len(plan.segments) == 1 else \
+                "noinline optnone" if k in cold else "noinline"
             self.lines.append(f"define internal void @{prefix}seg{k}(ptr noalias %p, "
                               f"ptr noalias %s) {inline} nounwind {{")
             self.lines.append("entry:")

@@ -16,7 +16,8 @@ values).
 
 from __future__ import annotations
 
-from .ir import Graph, Node, Port, prune
+from .ir import Builder, Graph, Node, Port, prune
+from .loops import LEAVES, leaf
 from .region import Region
 
 
@@ -50,7 +51,16 @@ def drop_unread(graph: Graph) -> Graph:
         body = drop_unread(trimmed.body)
         if keep is not None or body is not region.body:
             changed[i] = (trimmed.with_body(body), keep)
-    return _rebuilt(graph, changed) if changed else graph
+    if not changed:
+        return graph
+    rebuilt = _rebuilt(graph, changed)
+    seen = set()
+    for node in rebuilt.nodes:
+        if node.op == "region":
+            if (node.attr, node.args) in seen:  # two loops are one now: merged by a builder
+                return _merged(graph, changed)
+            seen.add((node.attr, node.args))
+    return rebuilt
 
 
 def _stream_args(region: Region, args) -> list:
@@ -105,7 +115,8 @@ def _trimmed(region: Region, read: tuple[set, list] | None) -> tuple[Region, obj
 
 def _rebuilt(graph: Graph, changed: dict) -> Graph:
     """`graph` with the regions of `changed` replaced in place and the parts that read them
-    renumbered: every node keeps its id (a gradient's graph may hold 10^6 nodes)."""
+    renumbered: every node keeps its id (a gradient's graph may hold 10^6 nodes, and a
+    builder took 3.6 s over GMM's at d = 64, k = 100)."""
     nodes = list(graph.nodes)
     for i, (region, _) in changed.items():
         nodes[i] = Node("region", nodes[i].args, region)
@@ -114,12 +125,35 @@ def _rebuilt(graph: Graph, changed: dict) -> Graph:
             keep = changed[node.args[0]][1]
             if keep is not None:
                 nodes[i] = Node("part", node.args, keep(node.attr))
+    return Graph(tuple(nodes), {name: _moved(p, changed) for name, p in graph.inputs.items()},
+                 {name: _moved(p, changed) for name, p in graph.outputs.items()})
 
-    def port(p: Port) -> Port:
-        if p.whole is not None and changed.get(p.whole[0], (0, None))[1] is not None:
-            r, first = p.whole
-            p = Port(p.shape, p.ids, p.span, (r, changed[r][1](first)))
-        return p
 
-    return Graph(tuple(nodes), {name: port(p) for name, p in graph.inputs.items()},
-                 {name: port(p) for name, p in graph.outputs.items()})
+def _merged(graph: Graph, changed: dict) -> Graph:
+    """`graph` rebuilt through a builder, for when a trimmed region is another region node
+    (a pullback without its copy of the sums is the pullback beside it): the builder makes
+    them one node, and the parts and nodes that read them too."""
+    b = Builder()
+    ids = [0] * len(graph.nodes)
+    for i, node in enumerate(graph.nodes):
+        if node.op in LEAVES:
+            ids[i] = leaf(b, node)
+        elif node.op == "region":
+            region = changed[i][0] if i in changed else node.attr
+            ids[i] = b.region(region, [ids[a] for a in node.args])
+        elif node.op == "part":
+            keep = changed.get(node.args[0], (0, None))[1]
+            ids[i] = b.part(ids[node.args[0]], node.attr if keep is None else keep(node.attr))
+        else:
+            ids[i] = b.op(node.op, *(ids[a] for a in node.args))
+    ports = [{name: _moved(p, changed).moved(ids) for name, p in group.items()}
+             for group in (graph.inputs, graph.outputs)]
+    return b.graph(*ports)
+
+
+def _moved(p: Port, changed: dict) -> Port:
+    """Port `p` with its whole run moved to where a trimmed region's values now lie."""
+    if p.whole is not None and changed.get(p.whole[0], (0, None))[1] is not None:
+        r, first = p.whole
+        return Port(p.shape, p.ids, p.span, (r, changed[r][1](first)))
+    return p
