@@ -1,8 +1,9 @@
 """Code outside a kernel's loops left unoptimised (backends/llvm_cold.py): in a graph with
-loops whose straight-line code is over `native.OPTIMIZE_NODES` nodes, the segments without a
-loop are `optnone`, the one with the loop is not, and the values are those of the kernel
-optimised whole, to the bit (the code outside the loop is products and sums, which the
-optimiser does not round otherwise); a smaller graph is optimised whole."""
+loops whose straight-line code is over `native.OPTIMIZE_NODES` nodes and less work than its
+loops, the segments without a loop are `optnone`, the one with the loop is not, and the
+values are those of the kernel optimised whole, to the bit (the code outside the loop is
+products and sums, which the optimiser does not round otherwise); a smaller graph, or one
+whose straight-line code is the work, is optimised whole."""
 
 from __future__ import annotations
 
@@ -11,15 +12,15 @@ import re
 import numpy as np
 
 import diffdsl
-from diffdsl.backends import cpu, llvm, native
+from diffdsl.backends import cpu, llvm, llvm_cold, native
 
 # det by minors at n = 7 is about 2,400 nodes of straight-line code beside one loop
 BIG = """const n = 7
 input A[n, n]
-input x[200]
+input x[2000]
 def det(M) = if rows(M) == 1 then M[0, 0]
              else sum((-1) ** j * M[0, j] * det(minor(M, 0, j)) for j in range(cols(M)))
-output y = det(A) * sum(sin(x[i] * A[0, 0]) for i in range(200))
+output y = det(A) * sum(sin(x[i] * A[0, 0]) for i in range(2000))
 """
 SMALL = BIG.replace("const n = 7", "const n = 4")
 
@@ -47,7 +48,7 @@ def test_code_outside_loops_is_left_unoptimised():
     prog = diffdsl.compile(BIG, cache=False)
     graph = prog.derivative("grad")
     assert cpu.code_size(graph) <= native.OPTIMIZE_LOOP_NODES  # the module gets O3
-    text, cold = kernel(graph, native.STRAIGHT)
+    text, cold = kernel(graph, native.OPTIMIZE_NODES)
     _, warm = kernel(graph, None)
     found = segments(text)
     assert any("optnone" in attrs for attrs, _ in found.values())
@@ -55,7 +56,7 @@ def test_code_outside_loops_is_left_unoptimised():
     assert "optnone" in cpu.emit(graph, "float64")[0]  # the engine's kernels are so
     rng = np.random.default_rng(4)
     for _ in range(3):
-        point = {"A": rng.uniform(-1, 1, (7, 7)), "x": rng.uniform(-2, 2, 200)}
+        point = {"A": rng.uniform(-1, 1, (7, 7)), "x": rng.uniform(-2, 2, 2000)}
         inputs = [np.ascontiguousarray(point[name], dtype=float).reshape(-1)
                   for name in graph.inputs]
         got, want = ([np.empty(port.size) for port in graph.outputs.values()]
@@ -72,8 +73,15 @@ def test_code_outside_loops_is_left_unoptimised():
 def test_a_small_graph_is_optimised_whole():
     prog = diffdsl.compile(SMALL, cache=False)
     assert "optnone" not in cpu.emit(prog.derivative("grad"), "float64")[0]
+    # nor one whose straight-line code is more work than its loop (200 iterations of a sine):
+    # there the code outside the loop is what runs, and it counts towards the kernel's size
+    short = diffdsl.compile(BIG.replace("range(2000)", "range(200)").replace("x[2000]", "x[200]"),
+                            cache=False).derivative("grad")
+    assert any(node.op == "region" for node in short.nodes)
+    assert "optnone" not in cpu.emit(short, "float64")[0]
+    assert cpu.code_size(short) > llvm_cold.outside_loops(short)
     # nor is a graph without loops, however large: it is compiled at O0 whole instead
-    no_loop = diffdsl.compile(BIG.replace("range(200)", "range(3)"), cache=False)
+    no_loop = diffdsl.compile(BIG.replace("range(2000)", "range(3)"), cache=False)
     graph = no_loop.derivative("grad")
     assert not any(node.op == "region" for node in graph.nodes)
     assert "optnone" not in cpu.emit(graph, "float64")[0]

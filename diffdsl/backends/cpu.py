@@ -33,7 +33,7 @@ from .. import progress
 from ..graph.ir import Graph
 from ..graph.loops import has_regions
 from . import llvm, native
-from .llvm_cold import outside_loops
+from .llvm_cold import cold, outside_loops
 
 # Graphs with more nodes than this run on the tape; from bench/compile.py (README).
 TAPE_THRESHOLD = 2_000_000
@@ -84,7 +84,7 @@ def _cpus() -> int:
 def emit(graph: Graph, dtype: str, key: str = "") -> tuple[str, int]:
     """LLVM IR text of `graph` for this process's NumPy, and the scratch it needs."""
     return llvm.emit(graph, dtype, DATA_OFFSET or 0, header=key,
-                     vector_math=native.vector_math(), straight=native.STRAIGHT)
+                     vector_math=native.vector_math(), straight=native.OPTIMIZE_NODES)
 
 
 def code_size(graph: Graph, top: bool = True) -> int:
@@ -92,19 +92,15 @@ def code_size(graph: Graph, top: bool = True) -> int:
     for a graph with loops): a graph's nodes, and for a graph with regions the nodes that
     become instructions: a region's body counts once (its loop runs it n times), its inputs
     and the parts that read its values not at all, so a loop over data is optimised however
-    much data it reads. The code outside the loops counts where it is optimised too, up to
-    OPTIMIZE_NODES nodes; past them it is not (`llvm_cold`) and counts nothing, up to
-    OPTIMIZE_LOOP_NODES: past those the whole kernel is compiled at O0, which took half the
-    time of O2's code generator on unoptimised code (det by minors at n = 10 beside a loop,
-    28,700 nodes: 0.32 s against 0.73). (A graph without regions keeps the plain count: O2
-    code generation of a million-element Jacobian's stores takes seconds.)"""
+    much data it reads. The code outside the loops counts too, but where it is left
+    unoptimised (`llvm_cold`: over OPTIMIZE_NODES nodes, less work than the loops). (A graph
+    without regions keeps the plain count: O2 code generation of a million-element
+    Jacobian's stores takes seconds.)"""
     if not any(node.op == "region" for node in graph.nodes):
         return len(graph.nodes)
     inside = sum(code_size(node.attr.body, False) for node in graph.nodes
                  if node.op == "region")
-    outside = outside_loops(graph)
-    cold = top and native.OPTIMIZE_NODES < outside <= native.OPTIMIZE_LOOP_NODES
-    return inside + (0 if cold else outside)
+    return inside + (0 if top and cold(graph, native.OPTIMIZE_NODES) else outside_loops(graph))
 
 
 def _build(graph: Graph, dtype: str) -> tuple[bytes, int]:
