@@ -48,7 +48,7 @@ def test_code_outside_loops_is_left_unoptimised():
     prog = diffdsl.compile(BIG, cache=False)
     graph = prog.derivative("grad")
     assert cpu.code_size(graph) <= native.OPTIMIZE_LOOP_NODES  # the module gets O3
-    text, cold = kernel(graph, native.OPTIMIZE_NODES)
+    text, cold = kernel(graph, native.STRAIGHT)
     _, warm = kernel(graph, None)
     found = segments(text)
     assert any("optnone" in attrs for attrs, _ in found.values())

@@ -84,7 +84,7 @@ def _cpus() -> int:
 def emit(graph: Graph, dtype: str, key: str = "") -> tuple[str, int]:
     """LLVM IR text of `graph` for this process's NumPy, and the scratch it needs."""
     return llvm.emit(graph, dtype, DATA_OFFSET or 0, header=key,
-                     vector_math=native.vector_math(), straight=native.OPTIMIZE_NODES)
+                     vector_math=native.vector_math(), straight=native.STRAIGHT)
 
 
 def code_size(graph: Graph, top: bool = True) -> int:
@@ -93,14 +93,14 @@ def code_size(graph: Graph, top: bool = True) -> int:
     become instructions: a region's body counts once (its loop runs it n times), its inputs
     and the parts that read its values not at all, so a loop over data is optimised however
     much data it reads. The code outside the loops counts too, but where it is left
-    unoptimised (`llvm_cold`: over OPTIMIZE_NODES nodes, less work than the loops). (A graph
+    unoptimised (`llvm_cold`: native.STRAIGHT, less work than the loops). (A graph
     without regions keeps the plain count: O2 code generation of a million-element
     Jacobian's stores takes seconds.)"""
     if not any(node.op == "region" for node in graph.nodes):
         return len(graph.nodes)
     inside = sum(code_size(node.attr.body, False) for node in graph.nodes
                  if node.op == "region")
-    return inside + (0 if top and cold(graph, native.OPTIMIZE_NODES) else outside_loops(graph))
+    return inside + (0 if top and cold(graph, native.STRAIGHT) else outside_loops(graph))
 
 
 def _build(graph: Graph, dtype: str) -> tuple[bytes, int]:

@@ -63,13 +63,13 @@ def literal(x: float, dtype: str) -> str:
 
 
 def emit(graph: Graph, dtype: str, data_offset: int, header: str = "",
-         vector_math: dict | None = None, straight: int | None = None) -> tuple[str, int]:
+         vector_math: dict | None = None, straight: tuple | None = None) -> tuple[str, int]:
     """The module's text (`header` goes in a comment on its first line) and the number of
     scratch elements an evaluation needs. A malformed graph is refused here (`ir.verify`).
     `vector_math` names the vector versions of libm's functions the loops may call
     (llvm_vector.widen; none: libm's alone, as a program linked elsewhere needs).
-    `straight`: in a graph with loops whose code outside them has more nodes than this, and
-    less work than its loops, the segments that hold no loop are `optnone` (`llvm_cold`)."""
+    `straight`: (low, high), the sizes of the code outside a graph's loops that may be left
+    unoptimised: its segments with no loop are then `optnone` (`llvm_cold`)."""
     verify(graph)
     t = TYPES[dtype][0]
     module = _Module(dtype, straight)
@@ -95,7 +95,7 @@ class _Module:
     (named by the path of region nodes that leads to it: `@b12.seg0` is the first segment
     of the body of node 12; `@b12` runs them)."""
 
-    def __init__(self, dtype: str, straight: int | None = None):
+    def __init__(self, dtype: str, straight: tuple | None = None):
         self.dtype = dtype
         self.straight = straight
         self.spell = _spellings(dtype)

@@ -1,8 +1,11 @@
 """Code outside a kernel's loops left to the code generator alone: in a graph with loops, LLVM's
 O3 pipeline runs on the whole module (native.compile_ir), and on a big graph most of its time
 went to the straight-line code outside the loops, which runs once a call. Where that code has
-more nodes than a graph without loops is optimised at (`straight`: native.OPTIMIZE_NODES)
-and the loops do at least as much work a call (`Region.work`: their bodies written out),
+more nodes than a graph without loops is optimised at (`straight`, native.STRAIGHT:
+OPTIMIZE_NODES), at most OPTIMIZE_LOOP_NODES (O2's code generator on more unoptimised code
+than that took longer than the O0 kernel: a second-order derivative of a scan, 130,000 nodes
+outside its loops, ran a test from 9 s to minutes), and the loops do at least as much work a
+call (`Region.work`: their bodies written out),
 its segments that hold no loop are marked `optnone`, as such a graph's whole code is left
 unoptimised, and count nothing towards the size that decides whether the loops are
 (cpu.code_size). Where the code outside is the work (det by minors at n = 10 beside a short
@@ -25,16 +28,17 @@ def outside_loops(graph: Graph) -> int:
     return sum(node.op not in SKIPPED for node in graph.nodes)
 
 
-def cold(graph: Graph, straight: int) -> bool:
-    """Whether `graph`'s code outside its loops is left unoptimised (module docstring)."""
+def cold(graph: Graph, straight: tuple[int, int]) -> bool:
+    """Whether `graph`'s code outside its loops is left unoptimised (module docstring): more
+    nodes than straight[0], at most straight[1], and less work than its loops."""
     outside = outside_loops(graph)
-    if outside <= straight:
+    if not straight[0] < outside <= straight[1]:
         return False
     work = sum(node.attr.work for node in graph.nodes if node.op == "region")
     return work >= outside
 
 
-def cold_segments(graph: Graph, segments: list, straight: int | None) -> set[int]:
+def cold_segments(graph: Graph, segments: list, straight: tuple | None) -> set[int]:
     """The numbers of the segments (start, stop) of `graph` to mark `optnone`."""
     if straight is None or len(segments) < 2:  # one segment is inlined into the entries
         return set()

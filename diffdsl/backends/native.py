@@ -33,6 +33,9 @@ OPTIMIZE_NODES = 2000
 # (GradBench's GMM gradient at d = 10, k = 100, 8,060 nodes: 18.2 -> 10.6 ms a call for
 # 1.8 s more compiling; d = 2, k = 50: 0.93 -> 0.39 ms for 0.3 s; bench/gradbench).
 OPTIMIZE_LOOP_NODES = 8192
+# In a graph with loops, code outside them of more nodes than the first and at most the second
+# may be left unoptimised and uncounted (backends/llvm_cold.py, cpu.code_size).
+STRAIGHT = (OPTIMIZE_NODES, OPTIMIZE_LOOP_NODES)
 
 # What the code may call: libm's functions (directly or through the intrinsics that lower to
 # them), float and double versions.

@@ -37,7 +37,7 @@ def library_suffix() -> str:
 def module_text(graph, name: str, dtype: str) -> tuple[str, int]:
     """The LLVM IR of `graph` with its row entry named `NAME_rows` and no CPython entries;
     the scratch it needs."""
-    text, scratch = llvm.emit(graph, dtype, 0, header=name, straight=native.OPTIMIZE_NODES)
+    text, scratch = llvm.emit(graph, dtype, 0, header=name, straight=native.STRAIGHT)
     lines, skipping = [], False
     for line in text.splitlines():
         if line.startswith(_PYTHON_ENTRIES):
