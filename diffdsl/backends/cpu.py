@@ -34,6 +34,7 @@ from ..graph.ir import Graph
 from ..graph.loops import has_regions
 from . import llvm, native
 from .llvm_cold import cold, outside_loops
+from .llvm_lanes import interleave
 
 # Graphs with more nodes than this run on the tape; from bench/compile.py (README).
 TAPE_THRESHOLD = 2_000_000
@@ -82,8 +83,10 @@ def _cpus() -> int:
 
 
 def emit(graph: Graph, dtype: str, key: str = "") -> tuple[str, int]:
-    """LLVM IR text of `graph` for this process's NumPy, and the scratch it needs."""
-    return llvm.emit(graph, dtype, DATA_OFFSET or 0, header=key,
+    """LLVM IR text of `graph` for this process's NumPy, and the scratch it needs; short
+    loops run several iterations at once (llvm_lanes)."""
+    t = llvm.TYPES[dtype][0]
+    return llvm.emit(interleave(graph, t), dtype, DATA_OFFSET or 0, header=key,
                      vector_math=native.vector_math(), straight=native.STRAIGHT)
 
 

@@ -112,7 +112,7 @@ class _Module:
         plan = _Layout(graph, adds)
         plan.write_in_place(graph)
         if prefix:  # a loop's body: powers of the index as running products (llvm_powers)
-            plan.powers = {node: k for k, node in enumerate(running_powers(graph, t))}
+            plan.powers = {n: (k, s) for k, (n, s) in enumerate(running_powers(graph, t).items())}
         for op in {node.op for node in graph.nodes}:
             for m in _CALL.finditer(self.spell.get(op, "")):
                 self.callees[m.group(2)] = f"declare {m.group(1)} @{m.group(2)}(" + \

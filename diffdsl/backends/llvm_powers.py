@@ -15,6 +15,11 @@ the last power and how many products remain before pow is called again (0 at the
 That count is an integer (an i64 in the value's slot): counted down as a double, its
 subtract and select were a chain of about 4 cycles an iteration, longer than the product's
 own, and llsq's loops ran 1.5 times as long as with the integer.
+
+An exponent may also step by k = 2, 4 or 8 an iteration, `a ** (k*i + b)`: a loop that runs k
+iterations at once (llvm_lanes) has one such power where it had k. The factor is then a ** k,
+squared up from a (within k - 1 roundings of it), and pow is called every FRESH / k
+iterations: a product of up to FRESH / k such factors is still within FRESH roundings.
 """
 
 from __future__ import annotations
@@ -28,10 +33,14 @@ LARGEST = 2**31  # the largest b taken: b + i exact in every iteration
 PORT = "@pw"
 
 
-def running_powers(body: Graph, t: str) -> list[int]:
-    """The body's pow nodes that are taken as running products (module docstring)."""
+STEPS = (1, 2, 4, 8)  # the steps of an exponent taken: a ** k squared up from a
+
+
+def running_powers(body: Graph, t: str) -> dict[int, int]:
+    """The body's pow nodes that are taken as running products (module docstring), each
+    with its exponent's step an iteration, in the order of the body."""
     if t != "double":
-        return []
+        return {}
     nodes = body.nodes
     fixed = [False] * len(nodes)  # the same value in every iteration
     index = None
@@ -42,25 +51,47 @@ def running_powers(body: Graph, t: str) -> list[int]:
             index = i if node.attr == ("@i", 0) else index
         elif node.op not in ("region", "part"):
             fixed[i] = all(fixed[a] for a in node.args)
-    found = []
+    found = {}
     for i, node in enumerate(nodes):
-        if node.op == "pow" and fixed[node.args[0]] and \
-                _shift(nodes, node.args[1], index) is not None:
-            found.append(i)
+        if node.op == "pow" and fixed[node.args[0]]:
+            step = affine(nodes, node.args[1], index)
+            if step is not None:
+                found[i] = step[0]
     return found
 
 
-def _shift(nodes, e: int, index: int | None) -> int | None:
-    """b where node e is the index plus a whole constant b >= 0, else None."""
+def affine(nodes, e: int, index: int | None) -> tuple[int, int] | None:
+    """(k, b) where node e is k times the index plus b, k one of STEPS and b a whole
+    constant >= 0, else None."""
+    k, b = _times(nodes, e, index), 0
+    if k is None:
+        node = nodes[e]
+        if node.op != "add":
+            return None
+        for x, y in (node.args, node.args[::-1]):
+            k, b = _times(nodes, x, index), _whole(nodes[y])
+            if k is not None and b is not None:
+                break
+        else:
+            return None
+    # k i + b exact in every iteration (2**60 + i is 2**60: pow's exponent, not a product's)
+    return (k, b) if b <= LARGEST else None
+
+
+def _times(nodes, e: int, index: int | None) -> int | None:
+    """k where node e is k times the index, k one of STEPS, else None."""
     if e == index:
-        return 0
+        return 1
     node = nodes[e]
-    if node.op != "add" or index not in node.args:
+    if node.op != "mul" or index not in node.args:
         return None
-    other = nodes[node.args[1] if node.args[0] == index else node.args[0]]
-    # b + i exact in every iteration (2**60 + i is 2**60: pow's exponent, not a product's)
-    if other.op == "const" and 0 <= other.attr <= LARGEST and float(other.attr).is_integer():
-        return int(other.attr)
+    k = _whole(nodes[node.args[1] if node.args[0] == index else node.args[0]])
+    return k if k in STEPS else None
+
+
+def _whole(node) -> int | None:
+    if node.op == "const" and 0 <= node.attr <= LARGEST and float(node.attr).is_integer():
+        return int(node.attr)
     return None
 
 
@@ -75,24 +106,29 @@ def power_state(name: str, powers: int, t: str) -> list[str]:
     return out
 
 
-def power_lines(i: int, base: str, state: str, slot: int, pow_text: str, t: str,
+def power_lines(i: int, base: str, state: str, taken: tuple[int, int], pow_text: str, t: str,
                 block: list) -> list[str]:
-    """Node i, `base ** (i + b)`, from the state at `state` (a pointer to the "@pw" port's
-    values; this power's are 2 * slot and the next): pow every FRESH iterations (its text
-    `pow_text`, made for a result named `%v{i}.p`), the last power times the base between.
-    `block` (the block being written) is left at the join."""
+    """Node i, `base ** (k*i + b)`, from the state at `state` (a pointer to the "@pw" port's
+    values; `taken` is (slot, k): this power's are 2 * slot and the next): pow every
+    FRESH / k iterations (its text `pow_text`, made for a result named `%v{i}.p`), the last
+    power times base ** k between. `block` (the block being written) is left at the join."""
+    slot, step = taken
     v = f"%v{i}"
+    factor, squares = base, []
+    while len(squares) < step.bit_length() - 1:  # base ** step, squared up
+        squares.append(f"{v}.k{len(squares)} = fmul {t} {factor}, {factor}")
+        factor = f"{v}.k{len(squares) - 1}"
     fresh, more, join = f"v{i}.fresh", f"v{i}.more", f"v{i}.join"
     out = [f"{v}.sp = getelementptr inbounds {t}, ptr {state}, i64 {2 * slot}",
            f"{v}.cp = getelementptr inbounds {t}, ptr {state}, i64 {2 * slot + 1}",
            f"{v}.last = load {t}, ptr {v}.sp", f"{v}.left = load i64, ptr {v}.cp",
            f"{v}.new = icmp sle i64 {v}.left, 0",
            f"br i1 {v}.new, label %{fresh}, label %{more}", f"{fresh}:", *pow_text.split("\n"),
-           f"br label %{join}", f"{more}:", f"{v}.q = fmul {t} {v}.last, {base}",
+           f"br label %{join}", f"{more}:", *squares, f"{v}.q = fmul {t} {v}.last, {factor}",
            f"br label %{join}", f"{join}:",
            f"{v} = phi {t} [ {v}.p, %{fresh} ], [ {v}.q, %{more} ]",
            f"{v}.l = sub i64 {v}.left, 1",
-           f"{v}.nl = select i1 {v}.new, i64 {FRESH - 1}, i64 {v}.l",
+           f"{v}.nl = select i1 {v}.new, i64 {FRESH // step - 1}, i64 {v}.l",
            f"store {t} {v}, ptr {v}.sp", f"store i64 {v}.nl, ptr {v}.cp"]
     block[0] = join
     return out

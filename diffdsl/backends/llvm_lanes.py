@@ -1,0 +1,120 @@
+"""Loops that run several iterations at once: a short loop body whose iterations each add
+to a sum, or take a running power, is a chain of dependent instructions from one iteration
+to the next (an add, a product: about 4 cycles each), and the processor, which could run
+several such chains side by side, waits on one. llsq's inner loops, `sum(x[j] * t ** j)`
+over 128 coefficients, ran at that chain's pace, as GradBench's C++ does.
+
+`interleave` gives such a loop a body of `LANES` copies of its own, iteration k*i + l in
+copy l, over n / k iterations: each copy's sums are added together before they join the
+sum (the chain is an add per k iterations), and a running power `a ** (i + b)`
+(llvm_powers) becomes one power `a ** (k*i + b)`, times a, a*a, ... in the other copies,
+a product per k iterations. A stream's window widens to the k iterations' windows, and the
+map rows of the k iterations lie where they lay, one after another: the region's values are
+where they were, and no reader changes.
+
+Only the emitted code changes (cpu.emit calls this on the graph it compiles): sums add
+their terms in another order, which regions leave free (graph/loops.py), and each power
+stays within `llvm_powers.FRESH` roundings of pow. A loop is taken where its body is a few
+dozen operations without a loop of its own, k divides its trip count, and it has sums or
+running powers; min, max, a scan's state and a gated loop (one iteration) are left as they
+are.
+"""
+
+from __future__ import annotations
+
+from ..graph.ir import Builder, Graph, Node, Port
+from ..graph.loops import has_regions
+from ..graph.region import Region
+from .llvm_loops import gate
+from .llvm_powers import running_powers
+
+LANES = (4, 2)  # copies a body is given: the first that divides the trip count
+BODY = 40  # operations in a body taken: more hold instructions enough to run side by side
+
+
+def interleave(graph: Graph, t: str) -> Graph:
+    """`graph` with each loop that gains by it running `LANES` iterations at once (module
+    docstring), in every body; `graph` itself where none does."""
+    nodes = list(graph.nodes)
+    for i, node in enumerate(nodes):
+        if node.op == "region":
+            region = _interleaved(node.attr, t)
+            if region is not node.attr:
+                nodes[i] = Node("region", node.args, region)
+    if all(a is b for a, b in zip(nodes, graph.nodes, strict=True)):
+        return graph
+    return Graph(tuple(nodes), graph.inputs, graph.outputs)
+
+
+def lanes(region: Region, t: str) -> int:
+    """How many iterations at once `region`'s loop is to run: 1 where it is left as it is."""
+    body = region.body
+    if region.carry or region.winners or has_regions(body) or gate(region) is not None:
+        return 1
+    if sum(node.op not in ("input", "const") for node in body.nodes) > BODY:
+        return 1
+    if not region.sums and not running_powers(body, t):
+        return 1
+    return next((k for k in LANES if region.n % k == 0 and region.n >= 2 * k), 1)
+
+
+def _interleaved(region: Region, t: str) -> Region:
+    if has_regions(region.body):
+        body = interleave(region.body, t)
+        return region if body is region.body else region.with_body(body)
+    k = lanes(region, t)
+    if k == 1:
+        return region
+    streams = tuple((length, stride * k, offset) for length, stride, offset in region.streams)
+    return Region(region.n // k, _copies(region, k, t), region.captures, streams,
+                  region.combine, 0, region.whole)
+
+
+def _copies(region: Region, k: int, t: str) -> Graph:
+    """The body of `region` run `k` times, iteration k*i + l in copy l."""
+    body = region.body
+    b = Builder(max_nodes=max(4 * k * len(body.nodes), 1 << 16))
+    index = b.input("@i", 0)
+    steps = [stride for _, stride, _ in region.streams]
+    inputs = {}
+    for name, port in body.inputs.items():
+        if name == "@i":
+            inputs[name] = Port(port.shape, (index,))
+        elif name == "@c":
+            inputs[name] = Port(port.shape, tuple(b.input(name, e) for e in range(port.size)))
+        else:  # "@s{j}": the windows of k iterations, one stride apart
+            width = (k - 1) * steps[int(name[2:])] + port.size
+            inputs[name] = Port((width,), tuple(b.input(name, e) for e in range(width)))
+    powers = {i for i, step in running_powers(body, t).items() if step == 1}
+    copies = []
+    for lane in range(k):
+        ids = [0] * len(body.nodes)
+        for i, node in enumerate(body.nodes):
+            if node.op == "input":
+                name, e = node.attr
+                if name == "@i":
+                    ids[i] = b.op("add", b.op("mul", index, b.const(k)), b.const(lane))
+                elif name == "@c":
+                    ids[i] = b.input(name, e)
+                else:
+                    ids[i] = b.input(name, lane * steps[int(name[2:])] + e)
+            elif node.op == "const":
+                ids[i] = b.const(node.attr)
+            elif i in powers and lane:  # a ** (k*i + b + l): the first copy's times a ** l
+                base = ids[node.args[0]]
+                factor = base
+                for _ in range(lane - 1):
+                    factor = b.op("mul", factor, base)
+                ids[i] = b.op("mul", copies[0][i], factor)
+            else:
+                ids[i] = b.op(node.op, *(ids[a] for a in node.args))
+        copies.append(ids)
+    sums = []
+    for e in body.outputs["@sum"].ids:
+        terms = [ids[e] for ids in copies]
+        while len(terms) > 1:  # pairwise: no chain within a trip either
+            terms = [b.op("add", x, y) for x, y in zip(terms[::2], terms[1::2], strict=True)]
+        sums.append(terms[0])
+    maps = [ids[e] for ids in copies for e in body.outputs["@map"].ids]
+    return b.graph(inputs, {"@sum": Port((len(sums),), tuple(sums)),
+                            "@map": Port((len(maps),), tuple(maps))})

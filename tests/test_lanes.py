@@ -1,0 +1,129 @@
+"""Loops that run several iterations at once (`backends/llvm_lanes.py`): the interleaved
+graph against the graph it came from on the interpreter (the same values, up to the order in
+which sums add), the kernel the engine compiles from it against the interpreter, which loops
+are taken, and llsq's powers: one pow a loop, the other copies products."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+import diffdsl
+from diffdsl.backends import llvm_lanes, llvm_powers
+from diffdsl.backends import numpy as numpy_backend
+
+BODIES = {
+    # a sum with a running power: llsq's inner loop
+    "power": "sum(c[j] * a ** (j + {b}) for j in range({n}))",
+    # a map over strided, offset windows of two streams, and a capture (output `m` too)
+    "strided": "sum(w * w)",
+    # a sum and a map in one body
+    "both": "sum(exp(c[j] - a) for j in range({n})) + sum([c[j] * c[j] for j in range({n})])",
+    # loops in a loop: the inner ones are interleaved, the outer one is not
+    "nested": "sum(sum(c[j] * a ** (j + i) for j in range({n})) * x[i] for i in range({n}))",
+}
+
+
+def source(kind: str, n: int, b: int) -> str:
+    return (f"input c[{n}]\ninput x[{2 * n + 4}]\ninput a\n"
+            f"w = [x[2 * j + {b}] * c[j] - a for j in range({n})]\noutput m = w\n"
+            f"output y = {BODIES[kind].format(n=n, b=b)}\n")
+
+
+def build(text: str):
+    with diffdsl.limits.using(unroll=2):
+        return diffdsl.compile(text, cache=False)
+
+
+def regions(graph):
+    for node in graph.nodes:
+        if node.op == "region":
+            yield node.attr
+            yield from regions(node.attr.body)
+
+
+def point(n: int, seed: int) -> dict:
+    rng = np.random.default_rng(seed)
+    return {"c": rng.normal(size=n), "x": rng.normal(size=2 * n + 4), "a": rng.uniform(-1, 1)}
+
+
+def close(got: dict, want: dict, rtol=1e-12):
+    for name in want:
+        np.testing.assert_allclose(got[name], want[name], rtol=rtol, atol=1e-13)
+
+
+@settings(max_examples=40, deadline=None)
+@given(kind=st.sampled_from(sorted(BODIES)), n=st.integers(3, 40), b=st.integers(0, 3),
+       seed=st.integers(0, 2**16))
+def test_an_interleaved_loop_computes_what_the_loop_computes(kind, n, b, seed):
+    prog = build(source(kind, n, b))
+    values = point(n, seed)
+    for graph in (prog.graph, prog.derivative("grad", of="y")):
+        inputs = {name: np.asarray(values[name], dtype=float).reshape(-1)
+                  for name in graph.inputs}
+        lanes = llvm_lanes.interleave(graph, "double")
+        want = numpy_backend.evaluate(graph, inputs)
+        close(numpy_backend.evaluate(lanes, inputs), want)
+        taken = [r for r in regions(graph) if llvm_lanes.lanes(r, "double") > 1]
+        assert bool(taken) == (lanes is not graph)
+        for region in taken:  # the first of 4 or 2 that divides the trip count, twice over
+            k = llvm_lanes.lanes(region, "double")
+            assert k == next(k for k in (4, 2) if region.n % k == 0 and region.n >= 2 * k)
+    close(prog.evaluate(values, backend="cpu"), prog.evaluate(values, backend="numpy"))
+    close(prog.grad(values, of="y", backend="cpu"), prog.grad(values, of="y", backend="numpy"),
+          1e-11)
+
+
+def test_llsq_runs_four_iterations_of_its_inner_loops_at_once():
+    """GradBench's llsq: both inner loops (the residual's sum, the gradient's rows) take four
+    lanes, each with one running power of step 4 and products for the other three."""
+    n, m = 16, 128
+    text = (f"input x[{m}]\ndef t(i) = -1 + i * 2 / ({n} - 1)\n"
+            f"output cost = sum((sign(t(i)) - sum(x[j] * t(i) ** j for j in range({m}))) ** 2"
+            f" for i in range({n})) / 2\n")
+    prog = diffdsl.compile(text, cache=False)
+    graph = prog.derivative("grad", of="cost")
+    inner = [r for r in regions(llvm_lanes.interleave(graph, "double")) if r.n == m // 4]
+    assert len(inner) == 2
+    for region in inner:
+        pows = [node for node in region.body.nodes if node.op == "pow"]
+        assert len(pows) == 1
+        assert list(llvm_powers.running_powers(region.body, "double").values()) == [4]
+    x = np.random.default_rng(1).normal(size=m)
+    close(prog.grad({"x": x}, backend="cpu"), prog.grad({"x": x}, backend="numpy"), 1e-11)
+
+
+@pytest.mark.parametrize("text", [
+    "input x[40]\noutput y = max(x[j] * x[j] for j in range(40))",  # a min or max: a winner
+    "input x[41]\noutput y = sum(x[j] * x[j] for j in range(41))",  # 41 iterations: odd
+    "input x[40]\noutput y = [x[j] * 2 for j in range(40)]",  # no sum, no power: no chain
+    "input x[40]\ninput a\noutput y = sum(" + " * ".join(f"sin(x[j] + {k})" for k in range(45))
+    + " for j in range(40))",  # a body long enough to run side by side on its own
+    "input x[40]\ns = 0\nfor j in range(40) {\n    s = s * 0.5 + x[j]\n}\noutput y = s",  # a scan
+])
+def test_loops_left_as_they_are(text):
+    graph = build(text).graph
+    assert any(True for _ in regions(graph))
+    assert all(llvm_lanes.lanes(r, "double") == 1 for r in regions(graph))
+    assert llvm_lanes.interleave(graph, "double") is graph
+
+
+@pytest.mark.parametrize("step", [2, 4, 8])
+@pytest.mark.parametrize("a", [0.0, -0.0, -1.0, 0.999, -1.3, np.inf, -np.inf, np.nan, 1e-30])
+def test_a_power_stepping_by_k_is_pow_at_every_edge(step, a):
+    """`a ** (k*j + 1)`: a product by a ** k squared up from a, pow every FRESH / k
+    iterations; within FRESH roundings of pow, equal at every edge."""
+    n = 300
+    prog = build(f"input a\noutput p = [a ** ({step} * j + 1) for j in range({n})]\n")
+    bodies = [r.body for r in regions(prog.graph)]
+    assert [list(llvm_powers.running_powers(b, "double").values()) for b in bodies] == [[step]]
+    got = prog.evaluate({"a": a}, backend="cpu")["p"]
+    with np.errstate(all="ignore"):
+        want = np.power(a, step * np.arange(n) + 1.0)
+    assert np.array_equal(np.isnan(got), np.isnan(want))
+    assert np.array_equal(np.signbit(got), np.signbit(want))
+    finite = np.isfinite(want) & (np.abs(want) > 1e-290)
+    np.testing.assert_array_equal(got[~finite & ~np.isnan(want)], want[~finite & ~np.isnan(want)])
+    np.testing.assert_allclose(got[finite], want[finite], rtol=llvm_powers.FRESH * 2.0**-53)
