@@ -31,20 +31,26 @@ LLSQ = (Path(__file__).resolve().parent / "gradbench" / "llsq.dd").read_text()
 
 
 @numba.njit(cache=False)
-def serial(x, n, g):
-    """GradBench's C++ loop: the residual of each point, then its row of the gradient."""
+def one(x, n, i, g):
+    """Point i of GradBench's C++ loop: its residual, then its row of the gradient."""
     m = x.size
+    t = -1.0 + i * 2.0 / (n - 1)
+    r, p = np.sign(t), 1.0
+    for j in range(m):
+        r -= x[j] * p
+        p *= t
+    p = 1.0
+    for j in range(m):
+        g[j] -= r * p
+        p *= t
+
+
+@numba.njit(cache=False)
+def serial(x, n, g):
+    """GradBench's C++ loop: a product and an add a term, each waiting on the last."""
     g[:] = 0.0
     for i in range(n):
-        t = -1.0 + i * 2.0 / (n - 1)
-        r, p = np.sign(t), 1.0
-        for j in range(m):
-            r -= x[j] * p
-            p *= t
-        p = 1.0
-        for j in range(m):
-            g[j] -= r * p
-            p *= t
+        one(x, n, i, g)
 
 
 @numba.njit(cache=False)
@@ -70,15 +76,8 @@ def four(x, n, g):
             p0, p1, p2, p3 = p0 * t0, p1 * t1, p2 * t2, p3 * t3
         i += 4
     while i < n:
-        t = -1.0 + i * 2.0 / (n - 1)
-        r, p = np.sign(t), 1.0
-        for j in range(m):
-            r -= x[j] * p
-            p *= t
-        p = 1.0
-        for j in range(m):
-            g[j] -= r * p
-            p *= t
+        one(x, n, i, g)
+        i += 1
 
 
 def best(fn, rounds: int) -> float:
