@@ -107,7 +107,7 @@ class Program:
         def slow():
             out = self.evaluate(self._given(values, inputs, "prog"), backend, dtype)
             return next(iter(out.values())) if len(out) == 1 else out
-        return self._fast_or("value", slow, values, backend, dtype, inputs)
+        return self._fast.call(self, "value", slow, values, backend, dtype, inputs)
 
     def evaluate(self, inputs: dict, backend: str | None = None, dtype: str | None = None):
         """Every output by name, each of shape batch + declared shape."""
@@ -127,7 +127,7 @@ class Program:
         if reduce is not None:
             return self.value_and_grad(values, of=of, wrt=wrt, reduce=reduce, backend=backend,
                                        dtype=dtype, **inputs)[1]
-        return self._fast_or(("grad", of, _request_key(wrt)), lambda: self.value_and(
+        return self._fast.call(self, ("grad", of, _request_key(wrt)), lambda: self.value_and(
             "grad", self._given(values, inputs, "grad"), of=of, wrt=wrt, backend=backend,
             dtype=dtype, value=False)[1], values, backend, dtype, inputs, of, wrt)
 
@@ -163,7 +163,7 @@ class Program:
         if diagonal and sparse:
             raise UsageError("hessian takes diagonal=True or sparse=True, not both")
         key = ("hessian_diagonal", of, _request_key(wrt)) if diagonal else None  # a fast path
-        return self._fast_or(key, lambda: self.value_and(
+        return self._fast.call(self, key, lambda: self.value_and(
             key[0] if diagonal else "hessian", self._given(values, inputs, "hessian"), of=of,
             wrt=wrt, sparse=sparse, backend=backend, dtype=dtype, value=False)[1],
             values, backend, dtype, inputs, of, wrt)
@@ -175,7 +175,7 @@ class Program:
         `hessian(diagonal=True)` give them, from one evaluation: a Newton step with the
         Hessian's diagonal (k-means) costs one pass over the data, not two."""
         key = (calls.PAIRED, of, _request_key(wrt))
-        return self._fast_or(key, lambda: self.value_and(
+        return self._fast.call(self, key, lambda: self.value_and(
             calls.PAIRED, self._given(values, inputs, calls.PAIRED), of=of, wrt=wrt,
             backend=backend, dtype=dtype, value=False)[1], values, backend, dtype, inputs, of, wrt)
 
@@ -407,9 +407,6 @@ class Program:
     def cuda_kernel(self, graph: Graph, dtype: str = "float64"):
         """The compiled CUDA kernel of `graph`."""
         return self.engine.cuda_kernel(graph, dtype)
-
-    def _fast_or(self, key, slow, values, backend, dtype, inputs: dict, of=None, wrt=None):
-        return self._fast.call(self, key, slow, values, backend, dtype, inputs, of, wrt)
 
     def _given(self, values, inputs: dict, call: str) -> dict:
         return calls.given_inputs(self.graph, values, inputs, call)

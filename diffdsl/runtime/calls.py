@@ -38,12 +38,15 @@ class FastCalls:
     def call(self, prog, key, slow, values, backend, dtype, inputs: dict, of=None, wrt=None):
         """The fast function's result, else `slow()`, after which that function is made. The
         inputs are `values` (a dict, or None) and `inputs` (keyword arguments) together."""
-        host = key is not None and (values is None or isinstance(values, Mapping)) and \
+        host = key is not None and (values is None or type(values) is dict or
+                                    isinstance(values, Mapping)) and \
             (dtype is None or dtype == prog.dtype) and \
             (backend is None or backend == "cpu" or backend == prog.backend)
         fast = self.made.get(key) if host else None
         if fast is not None:
-            result = fast({**values, **inputs} if values else inputs)
+            # `fast` only reads the dict: a plain dict alone is passed as it is
+            result = fast(values if not inputs and type(values) is dict else
+                          {**values, **inputs} if values else inputs)
             if result is not None:
                 return result
         result = slow()
@@ -70,7 +73,7 @@ def given_inputs(graph: Graph, values, inputs: dict, call: str) -> dict:
 
 def check_mapping(graph: Graph, values, call: str) -> None:
     """Refuse anything but a dict (or None) in `values`' place, naming the call."""
-    if values is not None and not isinstance(values, Mapping):
+    if values is not None and type(values) is not dict and not isinstance(values, Mapping):
         example = next(iter(graph.inputs), "x")
         name = "prog" if call == "prog" else f"prog.{call}"
         raise UsageError(f"{name} takes the inputs by name or as a dict, not "
