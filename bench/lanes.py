@@ -1,6 +1,7 @@
 """Short loops that run four iterations at once (backends/llvm_lanes.py), side by side.
 
     python bench/lanes.py [--rounds 5] [--sizes 16 256 4096]
+    python bench/lanes.py --bodies [--rounds 5]
 
 GradBench's llsq gradient (`bench/gradbench/llsq.dd`: n points, 128 coefficients, a running
 power t ** j a term) timed a call from Python, in one process: diffdsl with its loops run one
@@ -9,6 +10,10 @@ two hand-written Numba kernels on the same data: the loop GradBench's C++ runs (
 an add a term, each waiting on the last), and the same loop over four points at once (four
 independent chains), the strongest reference we could write. Numba's are called from Python
 too. The ratios are diffdsl's over each.
+
+`--bodies` times the body sizes the rule takes (`llvm_lanes.BODY`): a sum over 4,096
+iterations of a Horner polynomial of degree K in x[j] (2K operations) times a running power
+a ** j, its value and gradient, one iteration at a time and four at a time.
 """
 
 from __future__ import annotations
@@ -84,11 +89,43 @@ def best(fn, rounds: int) -> float:
     return per_call(lambda _: fn(), lambda k: [None] * k, rounds=rounds, target=0.2)["seconds"]
 
 
+def horner(degree: int) -> str:
+    expr = "0.5"
+    for k in range(degree):
+        expr = f"({expr} * x[j] + {0.1 + k / 100})"
+    return expr
+
+
+def bodies(rounds: int) -> None:
+    n = 4096
+    values = {"x": np.random.default_rng(0).uniform(-1, 1, n), "a": 0.999}
+    print("| degree K | value, one at a time | four at a time | ratio | gradient, one at a time "
+          "| four at a time | ratio |")
+    print("|---:|---:|---:|---:|---:|---:|---:|")
+    for degree in (0, 5, 20, 40, 80):
+        source = (f"input x[{n}]\ninput a\n"
+                  f"output y = sum({horner(degree)} * a ** j for j in range({n}))\n")
+        times, default, body = [], llvm_lanes.LANES, llvm_lanes.BODY
+        for lanes in ((), default):
+            llvm_lanes.LANES, llvm_lanes.BODY = lanes, 10**6  # every size taken, to compare
+            prog = diffdsl.compile(source, cache=False, backend="cpu")
+            times += [best(lambda p=prog: p(values), rounds),
+                      best(lambda p=prog: p.grad(values), rounds)]
+        llvm_lanes.LANES, llvm_lanes.BODY = default, body
+        print(f"| {degree} | {times[0] * 1e6:.1f} µs | {times[2] * 1e6:.1f} µs "
+              f"| {times[2] / times[0]:.2f} | {times[1] * 1e6:.1f} µs | {times[3] * 1e6:.1f} µs "
+              f"| {times[3] / times[1]:.2f} |")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--sizes", type=int, nargs="+", default=[16, 256, 4096])
+    parser.add_argument("--bodies", action="store_true", help="the body sizes instead")
     args = parser.parse_args()
+    if args.bodies:
+        bodies(args.rounds)
+        return
     x = np.random.default_rng(0).normal(size=128)
     print("| n | diffdsl, one iteration at a time | four at a time | Numba, C++'s loop "
           "| Numba, four points at once | four / one | four / C++'s loop | four / Numba four |")

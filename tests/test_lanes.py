@@ -1,7 +1,8 @@
 """Loops that run several iterations at once (`backends/llvm_lanes.py`): the interleaved
 graph against the graph it came from on the interpreter (the same values, up to the order in
 which sums add), the kernel the engine compiles from it against the interpreter, which loops
-are taken, and llsq's powers: one pow a loop, the other copies products."""
+are taken (those with a running power), and llsq's powers: one pow a loop, the other copies
+products."""
 
 from __future__ import annotations
 
@@ -17,18 +18,20 @@ from diffdsl.backends import numpy as numpy_backend
 BODIES = {
     # a sum with a running power: llsq's inner loop
     "power": "sum(c[j] * a ** (j + {b}) for j in range({n}))",
-    # a map over strided, offset windows of two streams, and a capture (output `m` too)
+    # a map over strided, offset windows of a stream (`w`, an output too), with a power
     "strided": "sum(w * w)",
-    # a sum and a map in one body
-    "both": "sum(exp(c[j] - a) for j in range({n})) + sum([c[j] * c[j] for j in range({n})])",
+    # sums and a map in one body
+    "both": "sum(exp(c[j] - a) * a ** (j + {b}) for j in range({n})) "
+            "+ sum([c[j] * a ** j for j in range({n})])",
     # loops in a loop: the inner ones are interleaved, the outer one is not
-    "nested": "sum(sum(c[j] * a ** (j + i) for j in range({n})) * x[i] for i in range({n}))",
+    "nested": "sum(sum(c[j] * (a * i / {n}) ** (j + {b}) for j in range({n})) * x[i] "
+              "for i in range({n}))",
 }
 
 
 def source(kind: str, n: int, b: int) -> str:
     return (f"input c[{n}]\ninput x[{2 * n + 4}]\ninput a\n"
-            f"w = [x[2 * j + {b}] * c[j] - a for j in range({n})]\noutput m = w\n"
+            f"w = [x[2 * j + {b}] * c[j] * a ** j for j in range({n})]\noutput m = w\n"
             f"output y = {BODIES[kind].format(n=n, b=b)}\n")
 
 
@@ -96,12 +99,19 @@ def test_llsq_runs_four_iterations_of_its_inner_loops_at_once():
 
 
 @pytest.mark.parametrize("text", [
-    "input x[40]\noutput y = max(x[j] * x[j] for j in range(40))",  # a min or max: a winner
-    "input x[41]\noutput y = sum(x[j] * x[j] for j in range(41))",  # 41 iterations: odd
-    "input x[40]\noutput y = [x[j] * 2 for j in range(40)]",  # no sum, no power: no chain
-    "input x[40]\ninput a\noutput y = sum(" + " * ".join(f"sin(x[j] + {k})" for k in range(45))
-    + " for j in range(40))",  # a body long enough to run side by side on its own
-    "input x[40]\ns = 0\nfor j in range(40) {\n    s = s * 0.5 + x[j]\n}\noutput y = s",  # a scan
+    # a min or max: a winner
+    "input x[40]\ninput a\noutput y = max(x[j] * a ** j for j in range(40))",
+    # 41 iterations: neither 4 nor 2 divides them
+    "input x[41]\ninput a\noutput y = sum(x[j] * a ** j for j in range(41))",
+    # no running power: the loop vectoriser takes it
+    "input x[40]\noutput y = sum(x[j] * x[j] for j in range(40))",
+    # a body long enough to run side by side on its own
+    "input x[40]\ninput a\noutput y = sum(a ** j * " + " * ".join(f"sin(x[j] + {k})"
+                                                              for k in range(45))
+    + " for j in range(40))",
+    # a scan
+    "input x[40]\ninput a\ns = 0\nfor j in range(40) {\n    s = s * 0.5 + x[j] * a ** j\n}\n"
+    "output y = s",
 ])
 def test_loops_left_as_they_are(text):
     graph = build(text).graph
@@ -124,6 +134,39 @@ def test_a_power_stepping_by_k_is_pow_at_every_edge(step, a):
         want = np.power(a, step * np.arange(n) + 1.0)
     assert np.array_equal(np.isnan(got), np.isnan(want))
     assert np.array_equal(np.signbit(got), np.signbit(want))
-    finite = np.isfinite(want) & (np.abs(want) > 1e-290)
-    np.testing.assert_array_equal(got[~finite & ~np.isnan(want)], want[~finite & ~np.isnan(want)])
-    np.testing.assert_allclose(got[finite], want[finite], rtol=llvm_powers.FRESH * 2.0**-53)
+    agree(got, want)
+
+
+@pytest.mark.parametrize("shift", [-1, -2, -3, -5])
+@pytest.mark.parametrize("a", [0.0, -0.0, -1.0, 0.999, -1.3, np.inf, -np.inf, np.nan, 1e-30])
+def test_a_power_shifted_below_zero_beside_a_running_power(shift, a):
+    """`a ** (j - c)` in a body with `a ** j`: the copies whose exponent is never below 0
+    take the running power of the first of them times a, a*a; the others (and every copy
+    where c is 4 or more) call pow. pow's value at every edge: inf at 0 ** -1, NaN, signs."""
+    n = 200
+    prog = build(f"input a\noutput p = [[a ** j, a ** (j - {-shift})] for j in range({n})]\n")
+    region = next(regions(prog.graph))
+    lanes = next(regions(llvm_lanes.interleave(prog.graph, "double")))
+    assert llvm_lanes.lanes(region, "double") == 4
+    calls = sum(node.op == "pow" for node in lanes.body.nodes)
+    assert calls == 1 + min(-shift, 4) if -shift < 4 else calls == 5
+    got = prog.evaluate({"a": a}, backend="cpu")["p"].reshape(n, 2)
+    with np.errstate(all="ignore"):
+        want = np.power(a, np.stack([np.arange(n), np.arange(n) + shift], axis=1).astype(float))
+    assert np.array_equal(np.isnan(got), np.isnan(want))
+    assert np.array_equal(np.signbit(got), np.signbit(want))
+    agree(got, want)
+
+
+def agree(got, want):
+    """pow's specials (NaN, infinities, zeros of either sign) exactly, normal values within
+    FRESH roundings, subnormal ones within FRESH steps of 2 ** -1074."""
+    assert np.array_equal(np.isnan(got), np.isnan(want))
+    number = ~np.isnan(want)  # a NaN's sign bit is not pow's to keep
+    assert np.array_equal(np.signbit(got[number]), np.signbit(want[number]))
+    special = np.isinf(want) | (want == 0)
+    np.testing.assert_array_equal(got[special], want[special])
+    normal = np.isfinite(want) & (np.abs(want) >= np.finfo(float).tiny)
+    np.testing.assert_allclose(got[normal], want[normal], rtol=llvm_powers.FRESH * 2.0**-53)
+    tiny = np.isfinite(want) & ~normal & ~special
+    np.testing.assert_allclose(got[tiny], want[tiny], rtol=0, atol=llvm_powers.FRESH * 2.0**-1074)

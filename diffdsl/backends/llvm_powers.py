@@ -42,7 +42,21 @@ def running_powers(body: Graph, t: str) -> dict[int, int]:
     if t != "double":
         return {}
     nodes = body.nodes
-    fixed = [False] * len(nodes)  # the same value in every iteration
+    fixed, index = fixed_nodes(body)
+    found = {}
+    for i, node in enumerate(nodes):
+        if node.op == "pow" and fixed[node.args[0]]:
+            step = affine(nodes, node.args[1], index)
+            if step is not None:
+                found[i] = step[0]
+    return found
+
+
+def fixed_nodes(body: Graph) -> tuple[list[bool], int | None]:
+    """Per node of a loop's body, whether it is the same in every iteration (computed from
+    the captures and constants alone); and the index's node."""
+    nodes = body.nodes
+    fixed = [False] * len(nodes)
     index = None
     for i, node in enumerate(nodes):
         if node.op == "const" or (node.op == "input" and node.attr[0] == "@c"):
@@ -51,13 +65,24 @@ def running_powers(body: Graph, t: str) -> dict[int, int]:
             index = i if node.attr == ("@i", 0) else index
         elif node.op not in ("region", "part"):
             fixed[i] = all(fixed[a] for a in node.args)
-    found = {}
-    for i, node in enumerate(nodes):
-        if node.op == "pow" and fixed[node.args[0]]:
-            step = affine(nodes, node.args[1], index)
-            if step is not None:
-                found[i] = step[0]
-    return found
+    return fixed, index
+
+
+def index_shift(nodes, e: int, index: int | None) -> int | None:
+    """b where node e is the index plus a whole constant b of either sign (`i + b`, `b + i`,
+    `i - c`), else None."""
+    if e == index:
+        return 0
+    node = nodes[e]
+    if node.op not in ("add", "sub") or index not in node.args:
+        return None
+    other = node.args[1] if node.args[0] == index else node.args[0]
+    if node.op == "sub" and node.args[0] != index:
+        return None
+    c = nodes[other]
+    if c.op != "const" or not abs(c.attr) <= LARGEST or not float(c.attr).is_integer():
+        return None
+    return int(c.attr) if node.op == "add" else -int(c.attr)
 
 
 def affine(nodes, e: int, index: int | None) -> tuple[int, int] | None:
