@@ -106,3 +106,37 @@ def test_nested_loops_derive_as_written_out(reduce, inner, outer, k, n):
         np.testing.assert_allclose(grads["C"], want["C"], rtol=1e-10, atol=1e-12)
         diag = kept.hessian(point, wrt=["C"], diagonal=True, backend=backend)["C"]
         np.testing.assert_allclose(diag, want_diag, rtol=1e-10, atol=1e-12)
+
+
+REDUCTIONS = ["sum", "max", "min", "mean"]
+
+
+@settings(max_examples=40, deadline=None)
+@given(first=st.sampled_from(REDUCTIONS), second=st.sampled_from(REDUCTIONS),
+       body=st.sampled_from(["x[i]", "x[i] * x[i]", "exp(x[i] * w)", "sin(x[i]) * w"]),
+       shape=st.sampled_from(["{a} * {b}", "{b} * {a}", "{a} * sum(x[i] * {b} for i in "
+                              "range(N))", "{a} + {b} ** 2", "{b} * sum(x[i] * {a} for i in "
+                              "range(N))"]),
+       n=st.integers(2, 70), seed=st.integers(0, 2**16))
+def test_reductions_of_one_body_are_told_apart(first, second, body, shape, n, seed):
+    """Two reductions over the same iterations and the same body, told apart only by how
+    they combine (a sum and a max of `x[i]`: the same body, the same streams): a gradient
+    reads a loop's sums from its pullback only where that pullback adds them as the loop
+    does. `max(v) * sum(v * sum(v))` read the max as the sum. Value and gradient, kept
+    (from 2 iterations) and at the default limits, against the program written out."""
+    terms = {k: f"{r}({body} for i in range(N))" for k, r in (("a", first), ("b", second))}
+    source = (f"input x[{n}]\ninput w\noutput y = "
+              + shape.format(**terms).replace("N", str(n)) + "\n")
+    rng = np.random.default_rng(seed)
+    point = {"x": rng.normal(size=n), "w": rng.uniform(-1, 1)}
+    want_value, want = build(source, WRITTEN_OUT).value_and_grad(point, backend="numpy")
+    for unroll in (1, None):
+        prog = build(source, unroll)
+        for backend in ("numpy", "cpu"):
+            value, grads = prog.value_and_grad(point, backend=backend)
+            assert value == pytest.approx(want_value, rel=1e-11, abs=1e-12), source
+            for k in grads:
+                np.testing.assert_allclose(grads[k], want[k], rtol=1e-9, atol=1e-11,
+                                           err_msg=source)
+            np.testing.assert_allclose(prog.grad(point, backend=backend)["x"], want["x"],
+                                       rtol=1e-9, atol=1e-11, err_msg=source)

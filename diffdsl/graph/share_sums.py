@@ -49,10 +49,13 @@ def _ready(graph: Graph, j: int, i: int) -> bool:
 
 def _carries(graph: Graph, i: int, j: int) -> bool:
     """Whether region node j computes region node i's body over the same iterations, from
-    the same captures and streams (its first), and has i's sums as its last sums."""
+    the same captures and streams (its first), and has i's sums as its last sums, added as
+    i adds them: a max over the same body is not its pullback (`max(v) * sum(v)` read the
+    max as the sum)."""
     mine, other = graph.nodes[i], graph.nodes[j]
     r, p = mine.attr, other.attr
-    if p.n != r.n or p.carry or p.sums < r.sums or p.captures < r.captures or \
+    if p.n != r.n or p.carry or p.sums < r.sums or p.captures < r.captures or any(
+            p.kind(e) != "add" for e in range(p.sums - r.sums, p.sums)) or \
             p.streams[:len(r.streams)] != r.streams or \
             any(p.source(k) != r.source(k) for k in range(len(r.streams))) or \
             p.widths()[:len(r.streams)] != r.widths():
