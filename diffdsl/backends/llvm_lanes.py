@@ -15,16 +15,19 @@ reader changes.
 
 Only the emitted code changes (cpu.emit calls this on the graph it compiles): sums add
 their terms in another order, which regions leave free (graph/loops.py), and each power
-stays within `llvm_powers.FRESH` roundings of pow. A loop is taken where its body is a few
-dozen operations with a running power and without a loop of its own, and k divides its trip
-count; min, max, a scan's state and a gated loop (one iteration) are left as they are, and
-so is every loop without a running power, which the vectoriser takes (`BODY`).
+stays within `llvm_powers.FRESH` roundings of pow (at step 4: at most 31 products of 4
+roundings, 3 for the last copy's a*a*a, and pow's own). A loop is taken where its body is a
+few dozen operations with a running power of step 1 and without a loop of its own, from 8
+iterations; where k divides no trip count, the last n mod 4 iterations run as a loop of
+their own (`_split`), unless a port or a stream reads the loop's values as a run. min, max,
+a scan's state and a gated loop (one iteration) are left as they are, and so is every loop
+without a running power, which the vectoriser takes (`BODY`).
 """
 
 from __future__ import annotations
 
 from ..graph.ir import Builder, Graph, Node, Port
-from ..graph.loops import has_regions
+from ..graph.loops import LEAVES, has_regions, leaf
 from ..graph.region import Region
 from .llvm_loops import gate
 from .llvm_powers import fixed_nodes, index_shift, running_powers
@@ -41,26 +44,44 @@ def interleave(graph: Graph, t: str) -> Graph:
     """`graph` with each loop that gains by it running `LANES` iterations at once (module
     docstring), in every body; `graph` itself where none does."""
     nodes = list(graph.nodes)
+    whole = _read_whole(graph)
+    split = set()  # loops whose last n % 4 iterations run apart, after the rest four at once
     for i, node in enumerate(nodes):
         if node.op == "region":
             region = _interleaved(node.attr, t)
             if region is not node.attr:
                 nodes[i] = Node("region", node.args, region)
+            elif i not in whole and lanes(region, t) == 1 and _taken(region, t) and \
+                    region.n >= 2 * LANES[0]:
+                split.add(i)
+    if split:
+        return _split(graph, nodes, split, t)
     if all(a is b for a, b in zip(nodes, graph.nodes, strict=True)):
         return graph
     return Graph(tuple(nodes), graph.inputs, graph.outputs)
 
 
 def lanes(region: Region, t: str) -> int:
-    """How many iterations at once `region`'s loop is to run: 1 where it is left as it is."""
-    body = region.body
-    if region.carry or region.winners or has_regions(body) or gate(region) is not None:
-        return 1
-    if sum(node.op not in ("input", "const") for node in body.nodes) > BODY:
-        return 1
-    if not running_powers(body, t):  # the vectoriser takes the loop (BODY's comment)
+    """How many iterations at once `region`'s loop is to run, all of them: 1 where it is
+    left as it is (or, where no k divides its trip count, split: `interleave`)."""
+    if not _taken(region, t):
         return 1
     return next((k for k in LANES if region.n % k == 0 and region.n >= 2 * k), 1)
+
+
+def _taken(region: Region, t: str) -> bool:
+    body = region.body
+    if not LANES or region.carry or region.winners or has_regions(body) or gate(region) is not None:
+        return False
+    if sum(node.op not in ("input", "const") for node in body.nodes) > BODY:
+        return False
+    # A running power of step 1 (else the vectoriser takes the loop: BODY's comment), and
+    # none of another step: its copies would call pow. A base of 0.0 or -0.0 is left to pow
+    # too: x * 0 = 0 (the builder's rule) would lose the sign of a product by -0.0.
+    powers = running_powers(body, t)
+    return bool(powers) and all(step == 1 for step in powers.values()) and not any(
+        body.nodes[body.nodes[i].args[0]].op == "const" and
+        body.nodes[body.nodes[i].args[0]].attr == 0.0 for i in powers)
 
 
 def _interleaved(region: Region, t: str) -> Region:
@@ -73,6 +94,69 @@ def _interleaved(region: Region, t: str) -> Region:
     streams = tuple((length, stride * k, offset) for length, stride, offset in region.streams)
     return Region(region.n // k, _copies(region, k, t), region.captures, streams,
                   region.combine, 0, region.whole)
+
+
+def _read_whole(graph: Graph) -> set[int]:
+    """The regions of `graph` read otherwise than value by value (a stream or a port that
+    reads a run of their values): their values must stay in one region's row."""
+    found = {p.whole[0] for p in (*graph.inputs.values(), *graph.outputs.values()) if p.whole}
+    for node in graph.nodes:
+        if node.op != "part":
+            found.update(a for a in node.args if graph.nodes[a].op == "region")
+    return found
+
+
+def _split(graph: Graph, nodes: list, split: set, t: str) -> Graph:
+    """`graph` (its regions `nodes`) with each loop of `split` as two: its first 4q
+    iterations four at a time, then the last n - 4q, and each value read from the one that
+    computes it (a sum from both, added)."""
+    k = LANES[0]
+    b = Builder(max_nodes=2 * len(nodes) + (1 << 16))
+    ids: list = [0] * len(nodes)
+    pieces = {}
+    for i, node in enumerate(nodes):
+        if node.op in LEAVES:
+            ids[i] = leaf(b, node)
+        elif node.op == "region" and i in split:
+            r, args = node.attr, [ids[a] for a in node.args]
+            head = r.n - r.n % k
+            first = Region(head, r.body, r.captures, r.streams, r.combine, 0, r.whole)
+            rest = Region(r.n - head, _shifted(r.body, head), r.captures,
+                          tuple((n, s, o + s * head) for n, s, o in r.streams), r.combine, 0,
+                          r.whole)
+            pieces[i] = (b.region(_interleaved(first, t), args), b.region(rest, args), r, head)
+        elif node.op == "region":
+            ids[i] = b.region(node.attr, [ids[a] for a in node.args])
+        elif node.op == "part" and node.args[0] in pieces:
+            first, rest, r, head = pieces[node.args[0]]
+            v = node.attr
+            if v < r.sums:
+                ids[i] = b.op("add", b.part(first, v), b.part(rest, v))
+            else:
+                ids[i] = b.part(first, v) if v < r.sums + head * r.maps else \
+                    b.part(rest, v - head * r.maps)
+        elif node.op == "part":
+            ids[i] = b.part(ids[node.args[0]], node.attr)
+        else:
+            ids[i] = b.op(node.op, *(ids[a] for a in node.args))
+    return b.graph({n: p.moved(ids) for n, p in graph.inputs.items()},
+                   {n: p.moved(ids) for n, p in graph.outputs.items()})
+
+
+def _shifted(body: Graph, by: int) -> Graph:
+    """`body` with its index read as `by` more (the last iterations of a loop, run apart)."""
+    b = Builder(max_nodes=2 * len(body.nodes) + (1 << 16))
+    ids = [0] * len(body.nodes)
+    for i, node in enumerate(body.nodes):
+        if node.op in LEAVES:
+            ids[i] = leaf(b, node)
+        else:
+            ids[i] = b.op(node.op, *(ids[a] for a in node.args))
+        if node.op == "input" and node.attr == ("@i", 0):
+            ids[i] = b.op("add", ids[i], b.const(by))
+    inputs = {name: Port(port.shape, tuple(b.input(*body.nodes[a].attr) for a in port.ids))
+              for name, port in body.inputs.items()}
+    return b.graph(inputs, {n: p.moved(ids) for n, p in body.outputs.items()})
 
 
 def _copies(region: Region, k: int, t: str) -> Graph:
