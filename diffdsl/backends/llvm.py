@@ -40,7 +40,7 @@ from .llvm_blocks import strided_copies, strided_loop
 from .llvm_cold import cold_segments
 from .llvm_entries import entries
 from .llvm_loops import accumulates, add_loop, loop
-from .llvm_powers import power_lines, running_powers
+from .llvm_powers import power_lines, running_powers, still_streams
 from .llvm_vector import widen
 
 SEGMENT = 250  # nodes per segment: compile time per node grows with it (README)
@@ -77,10 +77,8 @@ def emit(graph: Graph, dtype: str, data_offset: int, header: str = "",
     lines = [f"; diffdsl kernel {header}".rstrip(),
              f"; {dtype}; {len(graph.nodes)} nodes; {len(plan.segments)} segments; "
              f"{plan.scratch} scratch", ""]
-    lines += module.lines
-    lines += entries(plan, len(graph.inputs) + len(graph.outputs), t, data_offset)
-    lines += sorted(module.callees.values())
-    lines += module.tables
+    lines += module.lines + entries(plan, len(graph.inputs) + len(graph.outputs), t, data_offset)
+    lines += sorted(module.callees.values()) + module.tables
     if module.tables or module.fills:
         lines += ["declare void @llvm.memset.p0.i64(ptr, i8, i64, i1)",
                   "declare void @llvm.memcpy.p0.p0.i64(ptr, ptr, i64, i1)"]
@@ -104,7 +102,8 @@ class _Module:
         self.tables: list[str] = []
         self.fills = False
 
-    def function(self, graph: Graph, prefix: str, adds: frozenset = frozenset()) -> _Layout:
+    def function(self, graph: Graph, prefix: str, adds: frozenset = frozenset(),
+                 still: frozenset = frozenset()) -> _Layout:
         """Emit the segments of `graph` as `@{prefix}seg{k}` (and the bodies of its regions);
         its layout, which says how much scratch it needs. The outputs named in `adds` are
         added to what their ports hold, not stored (`llvm_loops.accumulates`)."""
@@ -112,7 +111,8 @@ class _Module:
         plan = _Layout(graph, adds)
         plan.write_in_place(graph)
         if prefix:  # a loop's body: powers of the index as running products (llvm_powers)
-            plan.powers = {n: (k, s) for k, (n, s) in enumerate(running_powers(graph, t).items())}
+            plan.powers = {n: (k, s) for k, (n, s) in  # `still`: streams of stride 0
+                           enumerate(running_powers(graph, t, still).items())}
         for op in {node.op for node in graph.nodes}:
             for m in _CALL.finditer(self.spell.get(op, "")):
                 self.callees[m.group(2)] = f"declare {m.group(1)} @{m.group(2)}(" + \
@@ -123,10 +123,10 @@ class _Module:
                 inner_adds = {"@sum"} if adds else set()
                 if plan.direct.get(i, (None,))[0] in plan.adding:  # its rows add up there
                     inner_adds.add("@map")
-                inner = self.function(node.attr.body, f"{prefix}b{i}.", frozenset(inner_adds))
+                inner = self.function(node.attr.body, f"{prefix}b{i}.", frozenset(inner_adds),
+                                      still_streams(node.attr))
                 plan.place_region(i, node.attr, inner.scratch)
-                # what the loop (llvm_loops.loop) must do as its body was emitted
-                plan.areas[i].update(adds=adds, powers=len(inner.powers))
+                plan.areas[i].update(adds=adds, powers=len(inner.powers))  # for the loop
                 self._runner(f"{prefix}b{i}.", inner)
         cold = cold_segments(graph, plan.segments, self.straight) if not prefix else set()
         for k, (start, stop) in enumerate(plan.segments):

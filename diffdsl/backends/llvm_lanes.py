@@ -30,7 +30,7 @@ from ..graph.ir import Builder, Graph, Node, Port
 from ..graph.loops import LEAVES, has_regions, leaf
 from ..graph.region import Region
 from .llvm_loops import gate
-from .llvm_powers import fixed_nodes, index_shift, running_powers
+from .llvm_powers import fixed_nodes, index_shift, running_powers, still_streams
 
 LANES = (4, 2)  # copies a body is given: the first that divides the trip count
 # Operations in a body taken. Measured on Horner polynomials of x[j] in a sum over 4,096
@@ -78,7 +78,7 @@ def _taken(region: Region, t: str) -> bool:
     # A running power of step 1 (else the vectoriser takes the loop: BODY's comment), and
     # none of another step: its copies would call pow. A base of 0.0 or -0.0 is left to pow
     # too: x * 0 = 0 (the builder's rule) would lose the sign of a product by -0.0.
-    powers = running_powers(body, t)
+    powers = running_powers(body, t, still_streams(region))
     return bool(powers) and all(step == 1 for step in powers.values()) and not any(
         body.nodes[body.nodes[i].args[0]].op == "const" and
         body.nodes[body.nodes[i].args[0]].attr == 0.0 for i in powers)
@@ -177,7 +177,7 @@ def _copies(region: Region, k: int, t: str) -> Graph:
     # Powers of the index `a ** (i + b)`, b of either sign: in each copy whose exponent
     # k*i + l + b is never below 0 (from the first, `first`), the first such copy's power
     # (a running power of step k) times a ** (l - first); below, pow as it was.
-    fixed, at = fixed_nodes(body)
+    fixed, at = fixed_nodes(body, still_streams(region))
     powers = {} if t != "double" else {
         i: shift for i, node in enumerate(body.nodes) if node.op == "pow" and
         fixed[node.args[0]] and (shift := index_shift(body.nodes, node.args[1], at)) is not None}

@@ -1,5 +1,6 @@
 """Powers of the loop index by running products: in a loop's body, `a ** (i + b)` of a
-value `a` the same in every iteration (computed from the captures alone) and a whole b >= 0
+value `a` the same in every iteration (computed from the captures alone, or from streams of
+stride 0: an outer loop's element, `x[i] ** j` over j) and a whole b >= 0
 is the previous iteration's power times `a`, where pow is called only every `FRESH`
 iterations (llsq's `t(i) ** j` over the coefficients j: a product per term, as GradBench's
 C++ computes it, where pow took 5 times as long).
@@ -36,13 +37,14 @@ PORT = "@pw"
 STEPS = (1, 2, 4, 8)  # the steps of an exponent taken: a ** k squared up from a
 
 
-def running_powers(body: Graph, t: str) -> dict[int, int]:
+def running_powers(body: Graph, t: str, still: frozenset = frozenset()) -> dict[int, int]:
     """The body's pow nodes that are taken as running products (module docstring), each
-    with its exponent's step an iteration, in the order of the body."""
+    with its exponent's step an iteration, in the order of the body. `still`: the stream
+    ports the same in every iteration (`still_streams`)."""
     if t != "double":
         return {}
     nodes = body.nodes
-    fixed, index = fixed_nodes(body)
+    fixed, index = fixed_nodes(body, still)
     found = {}
     for i, node in enumerate(nodes):
         if node.op == "pow" and fixed[node.args[0]]:
@@ -52,14 +54,21 @@ def running_powers(body: Graph, t: str) -> dict[int, int]:
     return found
 
 
-def fixed_nodes(body: Graph) -> tuple[list[bool], int | None]:
+def still_streams(region) -> frozenset:
+    """The ports of `region`'s streams of stride 0, whose window is the same in every
+    iteration: an outer loop's element read by an inner loop (`x[i] ** j` over j)."""
+    return frozenset(f"@s{j}" for j, (_, stride, _) in enumerate(region.streams) if not stride)
+
+
+def fixed_nodes(body: Graph, still: frozenset = frozenset()) -> tuple[list[bool], int | None]:
     """Per node of a loop's body, whether it is the same in every iteration (computed from
-    the captures and constants alone); and the index's node."""
+    the captures, the `still` streams and constants alone); and the index's node."""
     nodes = body.nodes
     fixed = [False] * len(nodes)
     index = None
     for i, node in enumerate(nodes):
-        if node.op == "const" or (node.op == "input" and node.attr[0] == "@c"):
+        if node.op == "const" or (node.op == "input" and (node.attr[0] == "@c" or
+                                                          node.attr[0] in still)):
             fixed[i] = True
         elif node.op == "input":
             index = i if node.attr == ("@i", 0) else index
