@@ -2,6 +2,7 @@
 
     python bench/lanes.py [--rounds 5] [--sizes 16 256 4096]
     python bench/lanes.py --bodies [--rounds 5]
+    python bench/lanes.py --data [--rounds 5]
 
 GradBench's llsq gradient (`bench/gradbench/llsq.dd`: n points, 128 coefficients, a running
 power t ** j a term) timed a call from Python, in one process: diffdsl with its loops run one
@@ -14,6 +15,11 @@ too. The ratios are diffdsl's over each.
 `--bodies` times the body sizes the rule takes (`llvm_lanes.BODY`): a sum over 4,096
 iterations of a Horner polynomial of degree K in x[j] (2K operations) times a running power
 a ** j, its value and gradient, one iteration at a time and four at a time.
+
+`--data` times least squares of a polynomial over data points, `x[i] ** j` over j inside a
+loop over i (the inner loop reads x[i] as a stream of stride 0, the same in every
+iteration): diffdsl's gradient by w beside NumPy by hand (the powers a row at a time, each
+the last times x, then two BLAS matrix-vector products).
 """
 
 from __future__ import annotations
@@ -117,14 +123,43 @@ def bodies(rounds: int) -> None:
               f"| {times[3] / times[1]:.2f} |")
 
 
+def data(rounds: int) -> None:
+    print("| n points | m terms | diffdsl | NumPy by hand | ratio |")
+    print("|---:|---:|---:|---:|---:|")
+    for n, m in ((1000, 128), (10000, 128), (1000, 16)):
+        source = (f"input x[{n}]\ninput y[{n}]\ninput w[{m}]\noutput cost = sum((y[i] - "
+                  f"sum(w[j] * x[i] ** j for j in range({m}))) ** 2 for i in range({n})) / 2\n")
+        rng = np.random.default_rng(n + m)
+        values = {"x": rng.uniform(-1, 1, n), "y": rng.normal(size=n),
+                  "w": rng.normal(size=m) / m}
+        prog = diffdsl.compile(source, cache=False, backend="cpu")
+
+        def by_hand(x=values["x"], y=values["y"], w=values["w"], m=m):
+            # x ** j for each j a contiguous row, each the last times x (the fastest of
+            # cumprod, np.vander and columns we tried), then BLAS
+            powers = np.empty((m, x.size))
+            powers[0] = 1.0
+            for j in range(1, m):
+                np.multiply(powers[j - 1], x, out=powers[j])
+            return -(powers @ (y - w @ powers))
+
+        np.testing.assert_allclose(prog.grad(values, wrt=["w"])["w"], by_hand(), rtol=1e-9,
+                                   atol=1e-9)
+        ours = best(lambda p=prog, v=values: p.grad(v, wrt=["w"]), rounds)
+        theirs = best(by_hand, rounds)
+        print(f"| {n:,} | {m} | {ours * 1e6:.1f} µs | {theirs * 1e6:.1f} µs "
+              f"| {ours / theirs:.2f} |")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--sizes", type=int, nargs="+", default=[16, 256, 4096])
     parser.add_argument("--bodies", action="store_true", help="the body sizes instead")
+    parser.add_argument("--data", action="store_true", help="powers of data points instead")
     args = parser.parse_args()
-    if args.bodies:
-        bodies(args.rounds)
+    if args.bodies or args.data:
+        (bodies if args.bodies else data)(args.rounds)
         return
     x = np.random.default_rng(0).normal(size=128)
     print("| n | diffdsl, one iteration at a time | four at a time | Numba, C++'s loop "
