@@ -27,10 +27,10 @@ without a running power, which the vectoriser takes (`BODY`).
 from __future__ import annotations
 
 from ..graph.ir import Builder, Graph, Node, Port
-from ..graph.loops import LEAVES, has_regions, leaf
+from ..graph.loops import LEAVES, has_regions, inline, leaf
 from ..graph.region import Region
 from .llvm_loops import gate
-from .llvm_powers import fixed_nodes, index_shift, running_powers, still_streams
+from .llvm_powers import affine, fixed_nodes, running_powers, still_streams
 
 LANES = (4, 2)  # copies a body is given: the first that divides the trip count
 # Operations in a body taken. Measured on Horner polynomials of x[j] in a sum over 4,096
@@ -43,6 +43,8 @@ BODY = 40
 def interleave(graph: Graph, t: str) -> Graph:
     """`graph` with each loop that gains by it running `LANES` iterations at once (module
     docstring), in every body; `graph` itself where none does."""
+    if not has_regions(graph):
+        return graph
     nodes = list(graph.nodes)
     whole = _read_whole(graph)
     split = set()  # loops whose last n % 4 iterations run apart, after the rest four at once
@@ -51,9 +53,8 @@ def interleave(graph: Graph, t: str) -> Graph:
             region = _interleaved(node.attr, t)
             if region is not node.attr:
                 nodes[i] = Node("region", node.args, region)
-            elif i not in whole and lanes(region, t) == 1 and _taken(region, t) and \
-                    region.n >= 2 * LANES[0]:
-                split.add(i)
+            elif i not in whole and _taken(region, t) and region.n >= 2 * LANES[0]:
+                split.add(i)  # taken, but no k divides its trip count
     if split:
         return _split(graph, nodes, split, t)
     if all(a is b for a, b in zip(nodes, graph.nodes, strict=True)):
@@ -79,9 +80,9 @@ def _taken(region: Region, t: str) -> bool:
     # none of another step: its copies would call pow. A base of 0.0 or -0.0 is left to pow
     # too: x * 0 = 0 (the builder's rule) would lose the sign of a product by -0.0.
     powers = running_powers(body, t, still_streams(region))
+    bases = [body.nodes[body.nodes[i].args[0]] for i in powers]
     return bool(powers) and all(step == 1 for step in powers.values()) and not any(
-        body.nodes[body.nodes[i].args[0]].op == "const" and
-        body.nodes[body.nodes[i].args[0]].attr == 0.0 for i in powers)
+        base.op == "const" and base.attr == 0.0 for base in bases)
 
 
 def _interleaved(region: Region, t: str) -> Region:
@@ -146,17 +147,13 @@ def _split(graph: Graph, nodes: list, split: set, t: str) -> Graph:
 def _shifted(body: Graph, by: int) -> Graph:
     """`body` with its index read as `by` more (the last iterations of a loop, run apart)."""
     b = Builder(max_nodes=2 * len(body.nodes) + (1 << 16))
-    ids = [0] * len(body.nodes)
-    for i, node in enumerate(body.nodes):
-        if node.op in LEAVES:
-            ids[i] = leaf(b, node)
-        else:
-            ids[i] = b.op(node.op, *(ids[a] for a in node.args))
-        if node.op == "input" and node.attr == ("@i", 0):
-            ids[i] = b.op("add", ids[i], b.const(by))
-    inputs = {name: Port(port.shape, tuple(b.input(*body.nodes[a].attr) for a in port.ids))
-              for name, port in body.inputs.items()}
-    return b.graph(inputs, {n: p.moved(ids) for n, p in body.outputs.items()})
+    given = {name: [b.input(name, e) for e in range(port.size)]
+             for name, port in body.inputs.items()}
+    inputs = {name: Port(port.shape, tuple(given[name])) for name, port in body.inputs.items()}
+    given["@i"] = [b.op("add", given["@i"][0], b.const(by))]
+    outputs = inline(b, body, given)
+    return b.graph(inputs, {name: Port(body.outputs[name].shape, tuple(ids))
+                            for name, ids in outputs.items()})
 
 
 def _copies(region: Region, k: int, t: str) -> Graph:
@@ -178,9 +175,12 @@ def _copies(region: Region, k: int, t: str) -> Graph:
     # k*i + l + b is never below 0 (from the first, `first`), the first such copy's power
     # (a running power of step k) times a ** (l - first); below, pow as it was.
     fixed, at = fixed_nodes(body, still_streams(region))
-    powers = {} if t != "double" else {
-        i: shift for i, node in enumerate(body.nodes) if node.op == "pow" and
-        fixed[node.args[0]] and (shift := index_shift(body.nodes, node.args[1], at)) is not None}
+    powers = {}
+    for i, node in enumerate(body.nodes if t == "double" else ()):
+        step = affine(body.nodes, node.args[1], at) if node.op == "pow" and \
+            fixed[node.args[0]] else None
+        if step is not None and step[0] == 1:
+            powers[i] = step[1]
     copies = []
     for lane in range(k):
         ids = [0] * len(body.nodes)

@@ -49,7 +49,7 @@ def running_powers(body: Graph, t: str, still: frozenset = frozenset()) -> dict[
     for i, node in enumerate(nodes):
         if node.op == "pow" and fixed[node.args[0]]:
             step = affine(nodes, node.args[1], index)
-            if step is not None:
+            if step is not None and step[1] >= 0:  # from pow's value at every edge
                 found[i] = step[0]
     return found
 
@@ -77,39 +77,20 @@ def fixed_nodes(body: Graph, still: frozenset = frozenset()) -> tuple[list[bool]
     return fixed, index
 
 
-def index_shift(nodes, e: int, index: int | None) -> int | None:
-    """b where node e is the index plus a whole constant b of either sign (`i + b`, `b + i`,
-    `i - c`), else None."""
-    if e == index:
-        return 0
-    node = nodes[e]
-    if node.op not in ("add", "sub") or index not in node.args:
-        return None
-    other = node.args[1] if node.args[0] == index else node.args[0]
-    if node.op == "sub" and node.args[0] != index:
-        return None
-    c = nodes[other]
-    if c.op != "const" or not abs(c.attr) <= LARGEST or not float(c.attr).is_integer():
-        return None
-    return int(c.attr) if node.op == "add" else -int(c.attr)
-
-
 def affine(nodes, e: int, index: int | None) -> tuple[int, int] | None:
-    """(k, b) where node e is k times the index plus b, k one of STEPS and b a whole
-    constant >= 0, else None."""
-    k, b = _times(nodes, e, index), 0
-    if k is None:
-        node = nodes[e]
-        if node.op != "add":
-            return None
-        for x, y in (node.args, node.args[::-1]):
-            k, b = _times(nodes, x, index), _whole(nodes[y])
-            if k is not None and b is not None:
-                break
-        else:
-            return None
-    # k i + b exact in every iteration (2**60 + i is 2**60: pow's exponent, not a product's)
-    return (k, b) if b <= LARGEST else None
+    """(k, b) where node e is k times the index plus b (`k*i + b`, `b + k*i`, `k*i - c`), k
+    one of STEPS and b a whole constant of either sign, else None."""
+    k = _times(nodes, e, index)
+    if k is not None:
+        return k, 0
+    node = nodes[e]
+    if node.op not in ("add", "sub"):
+        return None
+    for x, y in (node.args, node.args[::-1]) if node.op == "add" else (node.args,):
+        k, b = _times(nodes, x, index), _whole(nodes[y])
+        if k is not None and b is not None:
+            return k, b if node.op == "add" else -b
+    return None
 
 
 def _times(nodes, e: int, index: int | None) -> int | None:
@@ -124,7 +105,8 @@ def _times(nodes, e: int, index: int | None) -> int | None:
 
 
 def _whole(node) -> int | None:
-    if node.op == "const" and 0 <= node.attr <= LARGEST and float(node.attr).is_integer():
+    # k i + b exact in every iteration (2**60 + i is 2**60: pow's exponent, not a product's)
+    if node.op == "const" and abs(node.attr) <= LARGEST and float(node.attr).is_integer():
         return int(node.attr)
     return None
 
