@@ -114,6 +114,7 @@ LAYERS = {
     "backends/llvm_entries": 2.9,  # a kernel's entries: the row loop and CPython builtins
     "backends/llvm": 3,  # the LLVM IR emitter: text from a graph
     "backends/native": 3,  # llvmlite: object code from text, loaded into the JIT
+    "backends/pool": 3.5,  # threads that spin between a batch's slices
     "backends/numpy": 4,
     "backends/c_loops": 2.95,  # a region as a C loop calling its body
     "backends/c": 3.1,  # C99 source of a graph, mirroring the LLVM emitter

@@ -176,7 +176,34 @@ def test_a_dict_of_inputs_takes_the_fast_path_too(monkeypatch):
     assert prog({"A": A}) == value and np.array_equal(prog.grad({"A": A})["A"], first["A"])
     assert np.array_equal(prog.hessian({"A": A}, diagonal=True)["A"], diagonal)
     assert not np.any(prog.hessian(A=B, diagonal=True)["A"])  # det is linear in each element
-    with pytest.raises(AssertionError, match="slow path"):  # a batch is not a point
-        prog.grad({"A": np.stack([A, B])})
+    # A batch of arrays of the kernel's dtype goes straight to the kernel too, row by row
+    # the points' results; one of another dtype is converted, on the slow path.
+    batch = prog.grad({"A": np.stack([A, B])})["A"]
+    assert np.array_equal(batch[0], first["A"]) and np.array_equal(batch[1], got["A"])
+    assert np.array_equal(prog({"A": np.stack([B, A])}), [prog({"A": B}), value])
+    with pytest.raises(AssertionError, match="slow path"):
+        prog.grad({"A": np.stack([A, B]).astype(np.float32)})
     with pytest.raises(AssertionError, match="slow path"):  # nor the whole Hessian
         prog.hessian({"A": B})
+
+
+@pytest.mark.parametrize("backend", ["auto", "cpu"])
+def test_a_batch_auto_may_send_to_a_gpu_leaves_the_fast_path(monkeypatch, backend):
+    """The batch fast path (`_Plan._batch`) runs on the CPU only what the general path would:
+    with a GPU present, "auto" sends a batch of CUDA_AUTO_ROWS rows or more there."""
+    monkeypatch.delenv(engine.BACKEND_ENV, raising=False)  # "auto" as a user has it
+    prog = diffdsl.compile(DET3, backend=backend, cache=False)
+    X = np.random.default_rng(8).uniform(size=(6, 3, 3))
+    expected = prog.grad(A=X)["A"]
+    graph = prog.derivative("grad", value=False)
+    fast = prog.engine.fast_function(graph, "float64", backend, single=False)
+    plan = prog.engine.compiled_plan(graph, "float64")
+    assert np.array_equal(fast({"A": X})["d:A"], expected)
+    assert np.array_equal(plan.try_point({"A": X})["d:A"], expected)
+    monkeypatch.setattr(engine, "gpu_present", lambda: True)
+    monkeypatch.setattr(engine, "CUDA_AUTO_ROWS", 6)
+    assert plan.try_point({"A": X}) is None  # Engine.run's is for "auto" and "cpu" alike
+    assert (fast({"A": X}) is None) == (backend == "auto")
+    assert np.array_equal(fast({"A": X[:5]})["d:A"], expected[:5])
+    monkeypatch.setattr(engine, "gpu_present", lambda: False)
+    assert np.array_equal(plan.try_point({"A": X})["d:A"], expected)

@@ -13,7 +13,9 @@ thread that runs the chunk, into a buffer of its own that stays in its cache: co
 whole first would read and write the array once more from memory, on one core, and hold a
 copy of it (bench/value_paths.py). Batches run serially below a work size and on threads
 above it, each thread a slice of the rows with its own scratch (the emitted row loop releases
-the GIL). Above CHUNK_WORK each thread runs its slice in chunks of rows,
+the GIL): on the spinning pool's threads (pool.py), or, for a batch that converts its inputs,
+a batch another thread's batch holds the pool from, or one above CHUNK_WORK, on an executor's.
+Above CHUNK_WORK each thread runs its slice in chunks of rows,
 never waiting for the others between them, for a progress bar and so that Ctrl-C is heard
 between chunks; building a kernel shows its steps on a bar too (`progress`: on a terminal,
 after a second).
@@ -32,14 +34,18 @@ import numpy as np
 from .. import progress
 from ..graph.ir import Graph
 from ..graph.loops import has_regions
-from . import llvm, native
+from . import llvm, native, pool
 from .llvm_cold import cold, outside_loops
 from .llvm_lanes import interleave
 
 # Graphs with more nodes than this run on the tape; from bench/compile.py (README).
 TAPE_THRESHOLD = 2_000_000
-# Work (rows x nodes) below which a batch runs on one thread; from bench/threads.py (README).
-PARALLEL_WORK = 2_000_000
+# Work (rows x nodes) below which a batch runs on one thread: where the spinning pool's
+# threads start to pay, about 10 us of work (`python bench/engine.py --parts 5`).
+PARALLEL_WORK = 200_000
+# The same for an executor's threads, which sleep between batches: a batch that converts its
+# inputs, or finds the pool held by another thread's (bench/engine.py, before pool.py).
+EXECUTOR_WORK = 2_000_000
 # Work (rows x nodes) of one chunk of a big batch: from about 15 ms (adds and multiplies) to
 # 2 s (libm calls) on one core, so that a bar moves and Ctrl-C is heard within seconds, while
 # a chunk's call costs nothing to speak of (bench/chunks.py).
@@ -70,6 +76,14 @@ def _data_offset() -> int | None:
 
 
 DATA_OFFSET = _data_offset()
+
+
+def _address(a: np.ndarray) -> int:
+    """The address of an array's data: read from the array object where the layout is known
+    (0.1 us; `a.ctypes.data` takes 0.7)."""
+    if DATA_OFFSET is None:
+        return a.ctypes.data
+    return ctypes.c_size_t.from_address(id(a) + DATA_OFFSET).value
 
 
 def threads() -> int:
@@ -144,7 +158,9 @@ class Kernel:
         self.obj = obj
         self.slots = slots
         self._lib = native.Library(obj, EXPORTS)  # unloaded with this kernel
-        self._rows = _ROWS(self._lib.address("diffdsl_rows"))
+        self._rows_at = self._lib.address("diffdsl_rows")
+        self._rows = _ROWS(self._rows_at)
+        self._spread = None  # a scratch row for each slice on the pool
         if DATA_OFFSET is not None:
             self._point = self._lib.builtin("diffdsl_point")
             self._batch = self._lib.builtin("diffdsl_batch")
@@ -179,17 +195,37 @@ class Kernel:
         convert = [k for k, a in enumerate(inputs) if a.dtype != self.dtype]
         steps = np.array(list(strides) + [a.size // max(rows, 1) for a in outputs] or [0],
                          dtype=np.int64)
-        n = min(threads(), rows) if rows > 1 and rows * self.nodes >= PARALLEL_WORK else 1
+        work = rows * self.nodes
+        n = min(threads(), rows) if rows > 1 and work >= PARALLEL_WORK else 1
         chunk = max(1, CONVERT_BYTES // row_bytes) if convert else rows
-        if rows * self.nodes > CHUNK_WORK:
+        if work > CHUNK_WORK:
             with progress.bar(rows, f"evaluating {rows:,} rows", unit="row") as shown:
                 self._slices(inputs, outputs, steps, rows, n,
                              min(chunk, _chunk_rows(self.nodes)), shown, convert)
         elif n <= 1 and self._batch is not None and not convert:
             self._batch(*inputs, *outputs, steps, self._scratch,
                         np.array([0, rows], dtype=np.int64))
-        else:
-            self._slices(inputs, outputs, steps, rows, n, chunk, None, convert)
+        elif convert or n <= 1 or not self._pooled(inputs, outputs, steps, rows, n):
+            self._slices(inputs, outputs, steps, rows, n if work >= EXECUTOR_WORK else 1,
+                         chunk, None, convert)
+
+    def _pooled(self, inputs, outputs, steps, rows: int, n: int) -> bool:
+        """Rows 0..rows in `n` slices on the spinning pool (pool.py), each slice with a
+        scratch of this kernel's, used only by the batch that holds the pool; False, having
+        run nothing, where another thread's batch holds it."""
+        spin = pool.pool()
+        if not spin.lock.acquire(blocking=False):
+            return False
+        try:
+            if self._spread is None or len(self._spread) < n:
+                self._spread = _rows_apart(n, self.slots, self.dtype)
+            ports = np.array([_address(a) for a in (*inputs, *outputs)] or [0], dtype=np.uintp)
+            spread = self._spread
+            spin.run(n, self._rows_at, _address(ports), _address(steps), rows,
+                     _address(spread), spread.strides[0])
+        finally:
+            spin.lock.release()
+        return True
 
     def _slices(self, inputs, outputs, steps, rows: int, n: int, chunk: int, shown=None,
                 convert=()):
@@ -268,6 +304,17 @@ class Kernel:
             width = o.size // max(rows, 1)
             o.reshape(rows, width)[...] = out[:, offset:offset + width]
             offset += width
+
+
+def _rows_apart(n: int, size: int, dtype) -> np.ndarray:
+    """`n` scratch rows of `size` elements for `n` threads, each starting on a cache line of
+    its own: rows that shared a line made det5's gradient on two threads slower than on one
+    (the line moving between the cores at each write)."""
+    line = 128 // dtype.itemsize  # two lines: the prefetcher fetches them in pairs
+    width = -(-max(size, 1) // line) * line
+    memory = np.empty(n * width + line, dtype=dtype)
+    skip = (-memory.ctypes.data % 128) // dtype.itemsize
+    return memory[skip:skip + n * width].reshape(n, width)
 
 
 def _chunk_rows(nodes: int) -> int:
