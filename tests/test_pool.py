@@ -120,9 +120,12 @@ def test_workers_leave_their_spin_and_sleep(own_pool, prog, monkeypatch):
 @pytest.mark.parametrize("spin", [0.0, 0.05])
 def test_an_interrupt_between_the_pools_calls_ends_every_slice(prog, monkeypatch, own_pool,
                                                                spin):
-    """Ctrl-C heard after the slices were posted and before the calling thread ran its own:
-    the batch still ends (every slice run, no worker stranded with a slice posted), the
-    interrupt reaches the caller, and the pool serves the next batch."""
+    """Ctrl-C heard after the first of the pool's two calls: the batch still ends, the
+    interrupt reaches the caller, and the pool serves the next batch. spin 0: the workers
+    are asleep, so the first call only posted the slices, and the cleanup must run them
+    all (none stranded POSTED); spin 0.05: the first call ran the whole batch, and the
+    cleanup's second `_finish` must return at once, slice 0 computed again to the same
+    bits."""
     p = own_pool(spin)
     X = draw(4000, 4)
     expected = serial(prog, monkeypatch, X)
@@ -147,6 +150,59 @@ def test_an_interrupt_between_the_pools_calls_ends_every_slice(prog, monkeypatch
     assert np.all(p._slots[:, 0] != pool.POSTED) and np.all(p._slots[:, 0] != pool.TAKEN)
     monkeypatch.setattr(p, "_run", real)
     same(pooled(prog, monkeypatch, X, 2), expected)
+
+
+def test_a_second_interrupt_in_the_cleanup_still_ends_every_slice(prog, monkeypatch,
+                                                                  own_pool):
+    """Ctrl-C after the slices were posted to sleeping workers, and again while the
+    cleanup wakes them (both raised from an Event's `set`): every slice has run when the
+    interrupt reaches the caller."""
+    p = own_pool(0.0)
+    X = draw(4000, 5)
+    expected = serial(prog, monkeypatch, X)
+    pooled(prog, monkeypatch, X, 3)
+    time.sleep(0.05)
+
+    class Interrupting:
+        def set(self):
+            raise KeyboardInterrupt
+    events = p._events
+    p._events = [Interrupting() for _ in events]
+    kernel_run = cpu.Kernel.run
+    outputs = []
+
+    def keep(self, inputs, strides, outs, rows):
+        outputs.append(outs)
+        return kernel_run(self, inputs, strides, outs, rows)
+    monkeypatch.setattr(cpu.Kernel, "run", keep)
+    with pytest.raises(KeyboardInterrupt):
+        pooled(prog, monkeypatch, X, 3)
+    assert np.array_equal(outputs[-1][0], expected[0])
+    assert np.all(p._slots[:, 0] != pool.POSTED) and np.all(p._slots[:, 0] != pool.TAKEN)
+    p._events = events
+    for event in events:  # what the cleanup could not do
+        event.set()
+    same(pooled(prog, monkeypatch, X, 3), expected)
+
+
+def test_threads_past_the_mask_are_capped(prog, monkeypatch, own_pool):
+    """The AWAY mask holds MOST workers: a batch asking for more threads runs on MOST + 1."""
+    p = own_pool(0.0)
+    X = draw(300, 6)
+    same(pooled(prog, monkeypatch, X, pool.MOST + 30), serial(prog, monkeypatch, X))
+    assert len(p._threads) == pool.MOST
+
+
+def test_closed_workers_end_and_the_next_batch_starts_new_ones(prog, monkeypatch, own_pool):
+    p = own_pool(0.02)
+    X = draw(3000, 7)
+    pooled(prog, monkeypatch, X, 3)
+    threads = list(p._threads)
+    p.close()
+    assert threads and not any(t.is_alive() for t in threads)
+    assert np.all(p._slots[:, 0] == pool.CLOSED)
+    same(pooled(prog, monkeypatch, X, 3), serial(prog, monkeypatch, X))
+    assert len(p._threads) == 2 and all(t.is_alive() for t in p._threads)
 
 
 def test_batches_from_many_threads_at_once(prog, monkeypatch):
@@ -189,14 +245,18 @@ def run_script(body: str, timeout: float = 120) -> subprocess.CompletedProcess:
 
 
 @pytest.mark.skipif(not hasattr(__import__("os"), "fork"), reason="no fork here")
-def test_a_forked_child_makes_a_pool_of_its_own():
-    """The parent's workers spin when it forks; the child's batch must not wait for them."""
+def test_a_forked_child_starts_workers_of_its_own():
+    """The parent's workers spin when it forks; the child's batch must not wait for them,
+    and runs on workers the child started."""
     done = run_script("""
+        from diffdsl.backends import pool
         first = prog.grad(A=X, s=1.0)["A"]
         pid = os.fork()
         if pid == 0:
             again = prog.grad(A=X, s=1.0)["A"]
-            os._exit(0 if np.array_equal(again, first) else 3)
+            started = pool.pool()._threads
+            alive = len(started) >= 1 and all(t.is_alive() for t in started)
+            os._exit(0 if np.array_equal(again, first) and alive else 3)
         _, status = os.waitpid(pid, 0)
         print("child", os.waitstatus_to_exitcode(status))
         """)
@@ -205,6 +265,8 @@ def test_a_forked_child_makes_a_pool_of_its_own():
 
 
 def test_exit_while_workers_spin_is_clean():
+    """A smoke test: the workers are daemon threads in machine code when the process
+    ends (stopped by the atexit handler, or left to the process's end)."""
     done = run_script("""
         for _ in range(3):
             prog.grad(A=X, s=1.0)

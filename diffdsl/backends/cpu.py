@@ -92,7 +92,11 @@ def threads() -> int:
 
 @functools.cache
 def _cpus() -> int:
-    """os.cpu_count, asked once: it took 5 us a batch call (a tenth of det3's at 10^5 rows)."""
+    """The CPUs this process may run on (os.cpu_count where that is not known), asked once:
+    it took 5 us a batch call (a tenth of det3's at 10^5 rows). A process pinned to fewer
+    CPUs than the machine has would otherwise spin more threads than it has cores."""
+    if hasattr(os, "sched_getaffinity"):
+        return len(os.sched_getaffinity(0)) or 1
     return os.cpu_count() or 1
 
 
@@ -216,6 +220,7 @@ class Kernel:
         spin = pool.pool()
         if not spin.lock.acquire(blocking=False):
             return False
+        n = min(n, pool.MOST + 1)
         try:
             if self._spread is None or len(self._spread) < n:
                 self._spread = _rows_apart(n, self.slots, self.dtype)

@@ -7,9 +7,9 @@ slice over, and the call saw it end about 35 us after it did. det3's gradient ov
 rows took 0.22 ms where the same row loop on two threads of Numba's OpenMP pool took 0.12.
 
 Here each worker thread runs `diffdsl_pool_serve`, machine code of our own that spins on
-its slot (a cache line) for about SPIN_S after each slice, so a batch that follows within
+its slot (two cache lines) for about SPIN_S after each slice, so a batch that follows within
 that time starts at once. Past it the worker returns to Python and sleeps on an Event. A
-slot's state says where its slice and its worker are:
+slot's state (its first word) says where its slice and its worker are:
 
     IDLE 0     the worker spins, no slice     POSTED 1   a slice waits for a thread
     TAKEN 2    the worker runs the slice      DONE 3     slice done, not yet seen
@@ -22,7 +22,7 @@ asleep, or not yet on a core: the batch never waits for a thread to wake) and wa
 those TAKEN, all with the GIL released. A slice is taken by one thread only: worker and
 caller each take it by a compare-and-swap from POSTED. One batch uses the pool at a time;
 a batch that finds it busy (another Python thread's) runs on the executor instead. A
-forked child starts a pool of its own; at exit the workers are told to stop.
+forked child starts workers of its own; at exit the workers are told to stop.
 """
 
 from __future__ import annotations
@@ -39,7 +39,10 @@ from . import native
 
 SPIN_S = 1e-3  # how long a worker spins after a slice before it sleeps
 IDLE, POSTED, TAKEN, DONE, AWAY, CLOSED = range(6)
-WORDS = 8  # a slot: state, row function, ports, strides, begin, end, scratch, spin budget
+# A slot: state, row function, ports, strides, begin, end, scratch, spin budget; slots are
+# 16 int64s (128 bytes) apart, as the CPU's prefetcher fetches cache lines in pairs.
+WORDS = 16
+MOST = 63  # workers: the AWAY mask is a signed 64-bit integer
 
 _SLOT = """
 ; The slice a slot holds: the row function's call with the slot's arguments.
@@ -64,8 +67,8 @@ entry:
 ; Slot w - 1, where slice w is posted.
 define internal ptr @slot(ptr %slots, i64 %w) nounwind {
 entry:
-  %at = mul i64 %w, 8
-  %slot.at = sub i64 %at, 8
+  %at = mul i64 %w, 16
+  %slot.at = sub i64 %at, 16
   %slot = getelementptr inbounds i64, ptr %slots, i64 %slot.at
   ret ptr %slot
 }
@@ -88,8 +91,9 @@ take:
   br i1 %mine, label %run, label %ran
 run:
   call void @slice(ptr %slot)
-  store atomic i64 3, ptr %slot release, align 8
-  br label %ran
+  %told = cmpxchg ptr %slot, i64 2, i64 3 acq_rel acquire  ; fails only once CLOSED
+  %kept = extractvalue { i64, i1 } %told, 1
+  br i1 %kept, label %ran, label %leave
 ran:
   br label %look
 spin:
@@ -299,28 +303,27 @@ class Pool:
                 self._finish(*args)
             finished = True
         finally:
-            if not finished:  # interrupted between the calls (Ctrl-C): wake every worker
-                for event in self._events:  # (a needless wake costs nothing) and end the
-                    event.set()  # slices here, as they read the caller's arrays
-                self._finish(*args)
+            if not finished:  # interrupted (Ctrl-C): first end the slices here, in one call
+                self._finish(*args)  # a second Ctrl-C cannot split (they read the caller's
+                for event in self._events:  # arrays), then wake every worker for the next
+                    event.set()  # batch (a needless wake costs nothing)
 
     def _grow(self, workers: int) -> None:
         if not self._budget:
             self._budget = self._calibrate()
-        self.close()
-        # Slots a cache line apart (WORDS int64s), the first on a line's start.
+        self._stop()
         memory = np.zeros(WORDS * (workers + 1), dtype=np.int64)
-        skip = (-memory.ctypes.data % 64) // 8
+        skip = (-memory.ctypes.data % (8 * WORDS)) // 8  # the first slot on a line's start
         slots = memory[skip:skip + WORDS * workers].reshape(workers, WORDS)
         slots[:, 0] = AWAY
         slots[:, 7] = self._budget
         self._memory, self._slots, self._at = memory, slots, slots.ctypes.data
         self._events = [threading.Event() for _ in range(workers)]
-        self._threads = [threading.Thread(target=self._work, daemon=True,
-                                          args=(slots[w], self._events[w]),
-                                          name=f"diffdsl-pool-{w}") for w in range(workers)]
-        for thread in self._threads:
+        for w in range(workers):  # listed once started: `_stop` joins what is listed
+            thread = threading.Thread(target=self._work, args=(slots[w], self._events[w]),
+                                      daemon=True, name=f"diffdsl-pool-{w}")
             thread.start()
+            self._threads.append(thread)
 
     def _work(self, slot: np.ndarray, event: threading.Event) -> None:
         """A worker's thread: serve slices until the worker is told to stop. `slot` keeps
@@ -340,7 +343,17 @@ class Pool:
         return max(1, int(n * SPIN_S / took))
 
     def close(self) -> None:
-        """Stop the workers: each leaves its spin, or finds CLOSED when its Event wakes it."""
+        """Stop the workers once no batch runs (at exit, a daemon thread's may; after a
+        second the workers are left to the process's end, their slots held by their
+        threads)."""
+        if self.lock.acquire(timeout=1):
+            try:
+                self._stop()
+            finally:
+                self.lock.release()
+
+    def _stop(self) -> None:
+        """Each worker leaves its spin, or finds CLOSED when its Event wakes it."""
         for slot, event in zip(self._slots, self._events, strict=True):
             self._close(slot.ctypes.data)
             event.set()
@@ -348,13 +361,21 @@ class Pool:
             thread.join(timeout=5)
         self._threads = []
 
+    def forked(self) -> None:
+        """In a forked child: the parent's workers did not come along; the machine code did."""
+        self._memory = np.zeros(0, dtype=np.int64)
+        self._slots = self._memory.reshape(0, WORDS)
+        self._at = 0
+        self._events, self._threads = [], []
+        self.lock = threading.Lock()
+
 
 _pool: list[Pool] = []
 _made = threading.Lock()
 
 
 def pool() -> Pool:
-    """The process's pool, made on first use (a forked child makes its own)."""
+    """The process's pool, made on first use (a forked child starts workers of its own)."""
     if not _pool:
         with _made:
             if not _pool:
@@ -362,11 +383,11 @@ def pool() -> Pool:
     return _pool[0]
 
 
-def _forget() -> None:
-    """In a forked child: the parent's workers did not come along."""
+def _forked() -> None:
     global _made
-    _pool.clear()
     _made = threading.Lock()
+    if _pool:
+        _pool[0].forked()
 
 
 @atexit.register
@@ -377,4 +398,4 @@ def _close() -> None:
 
 
 if hasattr(os, "register_at_fork"):
-    os.register_at_fork(after_in_child=_forget)
+    os.register_at_fork(after_in_child=_forked)
