@@ -167,12 +167,12 @@ class Builder:
             elif node.op == "array":
                 b.array(*node.attr)
             elif node.op in ("region", "part"):
-                b._intern((node.op, node.args, node.attr), node)
+                b._intern((node.op, node.args, node.attr), node.op, node.args, node.attr)
             else:
                 args = node.args
                 if OPS[node.op].commutative:
                     args = tuple(sorted(args))  # the key `op()` looks up
-                b._intern((node.op, args, None), node)
+                b._intern((node.op, args, None), node.op, node.args, node.attr)
         if len(b.nodes) != len(graph.nodes):
             raise ValueError("graph has duplicate nodes; it was not made by a Builder")
         return b
@@ -181,15 +181,15 @@ class Builder:
     def const(self, value: float) -> int:
         value = float(value)
         # Keyed by the exact bits, so 0.0 and -0.0 stay apart and NaN finds itself.
-        return self._intern(("const", (), value.hex()), Node("const", (), value))
+        return self._intern(("const", (), value.hex()), "const", (), value)
 
     def input(self, name: str, index: int) -> int:
-        return self._intern(("input", (), (name, index)), Node("input", (), (name, index)))
+        return self._intern(("input", (), (name, index)), "input", (), (name, index))
 
     def array(self, name: str, size: int) -> int:
         """Input `name` as one node of `size` values, which a region's stream reads in place
         (`Region.whole`); its element k, read alone, is `input(name, k)`."""
-        return self._intern(("array", (), (name, size)), Node("array", (), (name, size)))
+        return self._intern(("array", (), (name, size)), "array", (), (name, size))
 
     def is_const(self, i: int) -> bool:
         return self.nodes[i].op == "const"
@@ -204,7 +204,7 @@ class Builder:
         if len(args) != row.arity:
             raise ValueError(f"{name} takes {row.arity} arguments, got {len(args)}")
         consts = [self.value(a) for a in args]
-        if all(c is not None for c in consts):
+        if None not in consts:
             folded = _fold(row, consts)
             if folded is not None:
                 return self.const(folded)
@@ -214,29 +214,32 @@ class Builder:
                 return simpler
         if row.commutative and args[0] > args[1]:
             args = (args[1], args[0])
-        return self._intern((name, args, None), Node(name, tuple(args)))
+        return self._intern((name, args, None), name, args)
 
-    def _intern(self, key: tuple, node: Node) -> int:
+    def _intern(self, key: tuple, op: str, args: tuple = (), attr=None) -> int:
+        """The node of `key`, made as `Node(op, args, attr)` only where it is new: most
+        constants lowering asks for exist already."""
         found = self._index.get(key)
         if found is not None:
             return found
         if len(self.nodes) >= self.max_nodes:
             raise limits.exceeded("nodes", self.max_nodes,
                                   f"the graph needs more than {self.max_nodes:,} nodes")
-        self.nodes.append(node)
+        self.nodes.append(Node(op, args, attr))
         self._index[key] = len(self.nodes) - 1
         return len(self.nodes) - 1
 
     def region(self, region: Region, args) -> int:
         """A region node over `args` (captures, then each stream's elements)."""
-        return self._intern(("region", tuple(args), region), Node("region", tuple(args), region))
+        args = tuple(args)
+        return self._intern(("region", args, region), "region", args, region)
 
     def part(self, region: int, k: int) -> int:
         """Value `k` of region node `region` (see `Region`), or element k of an array node."""
         node = self.nodes[region]
         if node.op == "array":
             return self.input(node.attr[0], k)
-        return self._intern(("part", (region,), k), Node("part", (region,), k))
+        return self._intern(("part", (region,), k), "part", (region,), k)
 
     # the interface the pullbacks in ops.py build through
     def neg(self, a):

@@ -58,6 +58,9 @@ def memo_key(x):
     if isinstance(x, Dyn):
         return x.id
     if is_array(x):
+        ids = tuple([e.id for e in x.flat if type(e) is Dyn])
+        if len(ids) == x.size:  # all dynamic: the same key as below, in half the time
+            return (x.shape, ids)
         return (x.shape, tuple(memo_key(e) for e in x.flat))
     if isinstance(x, float):
         return ("f", x.hex())
@@ -132,7 +135,7 @@ class Values:
         return not isinstance(x, Dyn)
 
     def op(self, name: str, *args):
-        return self.dyn(self.b.op(name, *(self.node(a) for a in args)))
+        return self.dyn(self.b.op(name, *map(self.node, args)))
 
     # elementwise ----------------------------------------------------------------------------
     def elementwise(self, fn, args: list, span, what: str):
@@ -159,6 +162,9 @@ class Values:
         return out.reshape(shape)
 
     def arith(self, op: str, a, b, span):
+        if not is_array(a) and not is_array(b):  # the common case, without broadcasting's work
+            self.budget.charge(1, span, f"'{op}'")
+            return self.scalar_arith(op, a, b, span)
         return self.elementwise(lambda x, y: self.scalar_arith(op, x, y, span), [a, b], span,
                                 f"'{op}'")
 
@@ -303,9 +309,7 @@ class Values:
     def getitem(self, value, index: list, span):
         if not is_array(value):
             raise ShapeError(f"cannot index {describe(value)}", span)
-        key = self._numpy_index(value, index, span)
-        result = value[key]
-        return result
+        return value[self._numpy_index(value, index, span)]
 
     def _numpy_index(self, value, index: list, span) -> tuple:
         shape = value.shape

