@@ -155,10 +155,11 @@ class Values:
         size = math.prod(shape)
         self.check_size(size, span, what)
         self.budget.charge(size, span, what)
-        flat = [np.broadcast_to(a, shape).flat if is_array(a) else None for a in args]
+        # Each operand as `size` elements as indexing gives them: no generator an element.
+        cols = [list(np.broadcast_to(a, shape).flat) if is_array(a) else [a] * size for a in args]
         out = np.empty(size, dtype=object)
-        for k in range(out.size):
-            out[k] = fn(*(f[k] if f is not None else a for f, a in zip(flat, args, strict=True)))
+        for k, result in enumerate(map(fn, *cols)):
+            out[k] = result
         return out.reshape(shape)
 
     def arith(self, op: str, a, b, span):
@@ -400,10 +401,8 @@ class Values:
             raise ShapeError(f"{name}() of an empty sequence", span)
         total = items[0]
         for item in items[1:]:
-            if name == "sum":
-                total = self.arith("+", total, item, span)
-            elif name == "prod":
-                total = self.arith("*", total, item, span)
+            if name in ("sum", "prod"):
+                total = self.arith("+" if name == "sum" else "*", total, item, span)
             else:
                 total = self.apply(name, [total, item], span)
         return total

@@ -11,6 +11,8 @@ from __future__ import annotations
 
 from collections import ChainMap
 
+import numpy as np
+
 from ...errors import StaticValueError
 from .. import syntax as s
 from ..loop_index import Index
@@ -112,6 +114,13 @@ def comprehension(lw, e: s.Comprehension, scope):
 def index(lw, e: s.Index, scope):
     value = lw.whole_expr(e.value, scope)  # an input read in place stays whole if it can
     subs = subscripts(lw, e.subscripts, scope)
+    if type(value) is np.ndarray and len(subs) <= value.ndim:
+        # An element (or row) of a listed array at static integers in range, as `getitem`
+        # gives it without its checks: the most common read when loops are written out.
+        key = tuple([item for item, _ in subs])
+        if all(type(i) is int and -d <= i < d
+               for i, d in zip(key, value.shape[:len(key)], strict=True)):
+            return value[key]
     if lazy(value) and subs:
         done = rows.index(lw, value, subs, e.span)
         if done is not None:
