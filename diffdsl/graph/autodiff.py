@@ -13,7 +13,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..errors import UsageError
-from .ir import Builder, Graph, Port
+from .ir import Builder, Graph, Port, collector_paused
 from .loops import explicit, written_out
 from .ports import SEED as SEED
 from .ports import d_name as d_name
@@ -77,6 +77,7 @@ def _outputs_written(graph: Graph) -> Graph:
 
 
 # the transforms --------------------------------------------------------------------------
+@collector_paused
 def grad(graph: Graph, of: str | None = None, wrt=None) -> Graph:
     """Value and gradient of a one-element output: outputs "value" and "d:NAME"."""
     of = pick_output(graph, of)
@@ -96,6 +97,7 @@ def _sweep_start(graph: Graph, wrt: list[str]) -> tuple[Builder, int, bytearray]
     return b, len(b.nodes), active_nodes(b, _sources(graph, wrt))
 
 
+@collector_paused
 def vjp(graph: Graph, of: str | None = None, wrt=None) -> Graph:
     """Reverse mode with a seed: an extra input "@seed" of the output's shape."""
     of = pick_output(graph, of)
@@ -112,6 +114,7 @@ def vjp(graph: Graph, of: str | None = None, wrt=None) -> Graph:
                                          **_cotangents(b, graph, wrt, ct, wholes)}))
 
 
+@collector_paused
 def jvp(graph: Graph, of: str | None = None, wrt=None) -> Graph:
     """Forward mode: extra inputs "@t:NAME" (tangents of the inputs); output "jvp"."""
     graph = explicit(graph)  # inputs element by element: seeded one at a time
@@ -125,6 +128,7 @@ def jvp(graph: Graph, of: str | None = None, wrt=None) -> Graph:
     return shared(b.graph(inputs, outputs))
 
 
+@collector_paused
 def jacobian(graph: Graph, of: str | None = None, wrt=None, mode: str = "auto") -> Graph:
     """Jacobian of an output of shape S: outputs "d:NAME" of shape S + T_NAME.
 
@@ -193,6 +197,7 @@ def _jacobian_grid(outs, ins, sweeps, mode: str, zero: int) -> np.ndarray:
     return grid
 
 
+@collector_paused
 def hessian(graph: Graph, of: str | None = None, wrt=None) -> Graph:
     """Forward over reverse: outputs "d:A:B" of shape T_A + T_B for each pair of inputs.
 
@@ -213,6 +218,7 @@ def hessian(graph: Graph, of: str | None = None, wrt=None) -> Graph:
     return shared(b.graph(dict(graph.inputs), outputs))
 
 
+@collector_paused
 def hvp(graph: Graph, of: str | None = None, wrt=None) -> Graph:
     """Hessian times a vector, forward over reverse without forming the Hessian: extra inputs
     "@t:NAME" (the vector, by input), outputs "value" and "d:NAME" (H v for each input)."""

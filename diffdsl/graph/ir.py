@@ -13,8 +13,11 @@ are hashed and compared. `verify(graph)` (verify.py) checks that a graph is well
 
 from __future__ import annotations
 
+import functools
+import gc
 import hashlib
 import math
+import threading
 from array import array
 from dataclasses import dataclass, field
 
@@ -27,12 +30,48 @@ from .verify import VERIFY_ENV, GraphError, verify, verifying  # noqa: F401 (re-
 
 LONG_PORT = 4096  # ids past which a port's canonical text is a digest of them
 
+# Derivations running now, and whether the cyclic collector ran before the first of them.
+_deriving = {"count": 0, "collecting": False}
+_deriving_lock = threading.Lock()
 
-@dataclass(frozen=True)
+
+def collector_paused(derive):
+    """`derive` run with the cyclic garbage collector off (as it was again after the last
+    such call running ends). A derivation makes 10^5 to 10^6 nodes, none of them in cycles,
+    and the collector walked every live one each time its oldest generation filled: a third
+    of k-means' and GMM's derivation time. Garbage made meanwhile waits for the next pass."""
+    @functools.wraps(derive)
+    def paused(*args, **kwargs):
+        with _deriving_lock:
+            if _deriving["count"] == 0:
+                _deriving["collecting"] = gc.isenabled()
+                gc.disable()
+            _deriving["count"] += 1
+        try:
+            return derive(*args, **kwargs)
+        finally:
+            with _deriving_lock:
+                _deriving["count"] -= 1
+                if _deriving["count"] == 0 and _deriving["collecting"]:
+                    gc.enable()
+    return paused
+
+
+@dataclass(frozen=True, slots=True)
 class Node:
     op: str
     args: tuple[int, ...] = ()
     attr: object = None  # const: the float; input: (name, flat index)
+
+    def __init__(self, op: str, args: tuple[int, ...] = (), attr: object = None):
+        # The slots set through their descriptors: the frozen dataclass's own __init__
+        # looks up object.__setattr__ per field, twice the cost (a derivation makes 10^5).
+        _SET_OP(self, op)
+        _SET_ARGS(self, args)
+        _SET_ATTR(self, attr)
+
+
+_SET_OP, _SET_ARGS, _SET_ATTR = Node.op.__set__, Node.args.__set__, Node.attr.__set__
 
 
 @dataclass(frozen=True)
@@ -184,7 +223,10 @@ class Builder:
         return self._intern(("const", (), value.hex()), "const", (), value)
 
     def input(self, name: str, index: int) -> int:
-        return self._intern(("input", (), (name, index)), "input", (), (name, index))
+        attr = (name, index)
+        key = ("input", (), attr)
+        found = self._index.get(key)  # _intern inlined: bodies ask for 10^5 inputs
+        return self._new(key, "input", (), attr) if found is None else found
 
     def array(self, name: str, size: int) -> int:
         """Input `name` as one node of `size` values, which a region's stream reads in place
@@ -222,12 +264,18 @@ class Builder:
         found = self._index.get(key)
         if found is not None:
             return found
-        if len(self.nodes) >= self.max_nodes:
+        return self._new(key, op, args, attr)
+
+    def _new(self, key: tuple, op: str, args: tuple, attr) -> int:
+        """Node `key`, not interned yet, made."""
+        nodes = self.nodes
+        i = len(nodes)
+        if i >= self.max_nodes:
             raise limits.exceeded("nodes", self.max_nodes,
                                   f"the graph needs more than {self.max_nodes:,} nodes")
-        self.nodes.append(Node(op, args, attr))
-        self._index[key] = len(self.nodes) - 1
-        return len(self.nodes) - 1
+        nodes.append(Node(op, args, attr))
+        self._index[key] = i
+        return i
 
     def region(self, region: Region, args) -> int:
         """A region node over `args` (captures, then each stream's elements)."""
@@ -239,7 +287,10 @@ class Builder:
         node = self.nodes[region]
         if node.op == "array":
             return self.input(node.attr[0], k)
-        return self._intern(("part", (region,), k), "part", (region,), k)
+        args = (region,)
+        key = ("part", args, k)
+        found = self._index.get(key)  # _intern inlined: 10^5 parts of a loop's values
+        return self._new(key, "part", args, k) if found is None else found
 
     # the interface the pullbacks in ops.py build through
     def neg(self, a):
@@ -280,6 +331,7 @@ def _fold(row, consts: list[float]) -> float | None:
     return result
 
 
+@collector_paused  # also as the last step of a derivation, in runtime/calls.py
 def prune(nodes, inputs: dict[str, Port], outputs: dict[str, Port]) -> Graph:
     """Dead-code removal and renumbering: inputs first, then what the outputs need."""
     live = bytearray(len(nodes))
@@ -297,9 +349,12 @@ def prune(nodes, inputs: dict[str, Port], outputs: dict[str, Port]) -> Graph:
     new_id = list(range(len(nodes)))
     for new, old in enumerate(order):
         new_id[old] = new
+    # The nodes before the first that moves keep their ids, and so their arguments' ids:
+    # taken as they are (a rebuilt graph most often keeps all, or all but its last few).
+    kept = _unmoved(order)
+    new_nodes = list(nodes[:kept])
     renumber = new_id.__getitem__
-    new_nodes = []
-    for old in order:
+    for old in order[kept:]:
         node = nodes[old]
         if node.args:
             args = tuple(map(renumber, node.args))
@@ -310,3 +365,6 @@ def prune(nodes, inputs: dict[str, Port], outputs: dict[str, Port]) -> Graph:
                  {n: p.moved(new_id) for n, p in outputs.items()})
 
 
+def _unmoved(order: list[int]) -> int:
+    """How many of `order`'s first entries are their own positions (0, 1, 2, ...)."""
+    return next((k for k, old in enumerate(order) if k != old), len(order))

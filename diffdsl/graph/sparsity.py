@@ -30,7 +30,7 @@ from .autodiff import (
 )
 from .colouring import Pattern, diagonal_colouring, groups
 from .fuse import fuse_siblings
-from .ir import Builder, Graph, Port
+from .ir import Builder, Graph, Port, collector_paused
 from .loops import expand, explicit
 from .pattern_walk import bits, summarisable, walk
 from .ports import g_name
@@ -55,6 +55,7 @@ def _seeds(graph: Graph, wrt: list[str]) -> dict[int, int]:
     return {node: 1 << k for k, node in enumerate(columns(graph, wrt))}
 
 
+@collector_paused
 def jacobian_pattern(graph: Graph, of: str | None = None, wrt=None) -> Pattern:
     """Rows: the output's elements (flattened); columns: the `wrt` inputs' elements."""
     graph = walkable(graph)
@@ -70,6 +71,7 @@ def jacobian_pattern(graph: Graph, of: str | None = None, wrt=None) -> Pattern:
     return Pattern((out.size, n), indptr, indices)
 
 
+@collector_paused
 def hessian_pattern(graph: Graph, of: str | None = None, wrt=None) -> Pattern:
     """The symmetric pattern of the Hessian of a one-element output over the `wrt` columns.
     Loops stay loops (pattern_walk.py), except where one carries a state or streams another
@@ -101,6 +103,7 @@ def hessian_pattern(graph: Graph, of: str | None = None, wrt=None) -> Pattern:
 
 
 # the compressed graphs -------------------------------------------------------------------
+@collector_paused
 def compressed_jacobian(graph: Graph, of: str, wrt: list[str], seeds: list, mode: str) -> Graph:
     """Outputs "value" and, when there are seeds, "compressed" of shape (p, m) in forward mode,
     row c being J times the sum of the columns in `seeds[c]` (one forward sweep each), or of
@@ -124,6 +127,7 @@ def compressed_jacobian(graph: Graph, of: str, wrt: list[str], seeds: list, mode
     return b.graph(dict(graph.inputs), _ports(out, seeds, width, ids))
 
 
+@collector_paused
 def compressed_hessian(graph: Graph, of: str, wrt: list[str], seeds: list) -> Graph:
     """Outputs "value" and "compressed" of shape (p, n): row c is the Hessian times the sum of
     the columns in `seeds[c]`, forward over reverse as `autodiff.hvp`, the seeds constant.
@@ -142,6 +146,7 @@ def compressed_hessian(graph: Graph, of: str, wrt: list[str], seeds: list) -> Gr
     return shared(b.graph(dict(graph.inputs), ports))
 
 
+@collector_paused
 def hessian_diagonal(graph: Graph, of: str | None = None, wrt=None,
                      with_grad: bool = False) -> Graph:
     """Outputs "value" and "d:NAME" of each input's shape: d²f/dx_k² elementwise. Columns
