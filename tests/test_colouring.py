@@ -179,3 +179,14 @@ def test_a_pattern_merges_duplicates_and_sorts():
     assert t.shape == (4, 3) and t.indptr.tolist() == [0, 2, 3, 3, 4]
     s = Pattern.from_entries((3, 3), [0], [2]).symmetric()
     assert list(zip(s.rows().tolist(), s.indices.tolist(), strict=True)) == [(0, 2), (2, 0)]
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.integers(0, 20_000), max_size=80))
+def test_bits_lists_the_set_bits_in_order(positions):
+    """pattern_walk.bits, both ways (one bit at a time below FEW_BITS, unpacked above), against
+    the positions it was built from."""
+    from diffdsl.graph.pattern_walk import bits
+    x = sum(1 << k for k in set(positions))
+    got = bits(x)
+    assert got.dtype == np.int64 and got.tolist() == sorted(set(positions))

@@ -27,11 +27,23 @@ from .ops import OPS
 KIND = {name: "none" if row.pullback is None else row.curvature for name, row in OPS.items()}
 
 
+FEW_BITS = 32  # set bits taken one at a time below this many (a pattern's usual set)
+
+
 def bits(x: int) -> np.ndarray:
-    """The positions of the set bits of `x`, in increasing order. Only the span from the
-    lowest to the highest set bit is unpacked: a band of a long row costs a few bytes."""
+    """The positions of the set bits of `x`, in increasing order. A few are taken one at a
+    time (0.5 us for one bit: unpacking costs 5 us at least, 40 over a span of 10^4 bits);
+    more, only the span from the lowest to the highest set bit is unpacked: a band of a
+    long row costs a few bytes."""
     if not x:
         return np.zeros(0, dtype=np.int64)
+    if x.bit_count() <= FEW_BITS:
+        found = []
+        while x:
+            low = x & -x
+            found.append(low.bit_length() - 1)
+            x ^= low
+        return np.array(found, dtype=np.int64)
     low = (x & -x).bit_length() - 1
     x >>= low
     raw = np.frombuffer(x.to_bytes((x.bit_length() + 7) // 8, "little"), dtype=np.uint8)
