@@ -117,6 +117,23 @@ def test_workers_leave_their_spin_and_sleep(own_pool, prog, monkeypatch):
         time.sleep(0.01)
 
 
+def outputs_kept(monkeypatch) -> list:
+    """The output arrays of every kernel run from now on, appended as they are made."""
+    kernel_run = cpu.Kernel.run
+    outputs = []
+
+    def keep(self, inputs, strides, outs, rows):
+        outputs.append(outs)
+        return kernel_run(self, inputs, strides, outs, rows)
+    monkeypatch.setattr(cpu.Kernel, "run", keep)
+    return outputs
+
+
+def nothing_stranded(p: pool.Pool) -> None:
+    """No slice is left posted or running once a batch has returned."""
+    assert np.all(p._slots[:, 0] != pool.POSTED) and np.all(p._slots[:, 0] != pool.TAKEN)
+
+
 @pytest.mark.parametrize("spin", [0.0, 0.05])
 def test_an_interrupt_between_the_pools_calls_ends_every_slice(prog, monkeypatch, own_pool,
                                                                spin):
@@ -137,17 +154,11 @@ def test_an_interrupt_between_the_pools_calls_ends_every_slice(prog, monkeypatch
         real(*args)
         raise KeyboardInterrupt
     monkeypatch.setattr(p, "_run", interrupted)
-    kernel_run = cpu.Kernel.run
-    outputs = []
-
-    def keep(self, inputs, strides, outs, rows):
-        outputs.append(outs)
-        return kernel_run(self, inputs, strides, outs, rows)
-    monkeypatch.setattr(cpu.Kernel, "run", keep)
+    outputs = outputs_kept(monkeypatch)
     with pytest.raises(KeyboardInterrupt):
         pooled(prog, monkeypatch, X, 2)
     assert np.array_equal(outputs[-1][0], expected[0])
-    assert np.all(p._slots[:, 0] != pool.POSTED) and np.all(p._slots[:, 0] != pool.TAKEN)
+    nothing_stranded(p)
     monkeypatch.setattr(p, "_run", real)
     same(pooled(prog, monkeypatch, X, 2), expected)
 
@@ -168,17 +179,11 @@ def test_a_second_interrupt_in_the_cleanup_still_ends_every_slice(prog, monkeypa
             raise KeyboardInterrupt
     events = p._events
     p._events = [Interrupting() for _ in events]
-    kernel_run = cpu.Kernel.run
-    outputs = []
-
-    def keep(self, inputs, strides, outs, rows):
-        outputs.append(outs)
-        return kernel_run(self, inputs, strides, outs, rows)
-    monkeypatch.setattr(cpu.Kernel, "run", keep)
+    outputs = outputs_kept(monkeypatch)
     with pytest.raises(KeyboardInterrupt):
         pooled(prog, monkeypatch, X, 3)
     assert np.array_equal(outputs[-1][0], expected[0])
-    assert np.all(p._slots[:, 0] != pool.POSTED) and np.all(p._slots[:, 0] != pool.TAKEN)
+    nothing_stranded(p)
     p._events = events
     for event in events:  # what the cleanup could not do
         event.set()

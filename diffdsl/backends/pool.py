@@ -276,13 +276,9 @@ class Pool:
             address("diffdsl_pool_finish"))
         self._close = ctypes.CFUNCTYPE(None, _P)(address("diffdsl_pool_close"))
         self._spin = ctypes.CFUNCTYPE(None, _P, _I)(address("diffdsl_pool_spin"))
-        self._memory = np.zeros(0, dtype=np.int64)
-        self._slots = self._memory.reshape(0, WORDS)
-        self._at = 0  # the address of the first slot
-        self._events: list[threading.Event] = []
-        self._threads: list[threading.Thread] = []
         self._budget = 0
-        self.lock = threading.Lock()  # one batch at a time
+        self.forked()  # no workers yet
+
 
     def run(self, count: int, fn: int, ports: int, strides: int, rows: int, scratch: int,
             size: int) -> None:
@@ -317,7 +313,7 @@ class Pool:
         slots = memory[skip:skip + WORDS * workers].reshape(workers, WORDS)
         slots[:, 0] = AWAY
         slots[:, 7] = self._budget
-        self._memory, self._slots, self._at = memory, slots, slots.ctypes.data
+        self._slots, self._at = slots, slots.ctypes.data  # the view keeps `memory`
         self._events = [threading.Event() for _ in range(workers)]
         for w in range(workers):  # listed once started: `_stop` joins what is listed
             thread = threading.Thread(target=self._work, args=(slots[w], self._events[w]),
@@ -362,12 +358,13 @@ class Pool:
         self._threads = []
 
     def forked(self) -> None:
-        """In a forked child: the parent's workers did not come along; the machine code did."""
-        self._memory = np.zeros(0, dtype=np.int64)
-        self._slots = self._memory.reshape(0, WORDS)
-        self._at = 0
-        self._events, self._threads = [], []
-        self.lock = threading.Lock()
+        """No workers (in a forked child: the parent's did not come along; the machine code
+        did)."""
+        self._slots = np.zeros((0, WORDS), dtype=np.int64)
+        self._at = 0  # the address of the first slot
+        self._events: list[threading.Event] = []
+        self._threads: list[threading.Thread] = []
+        self.lock = threading.Lock()  # one batch at a time
 
 
 _pool: list[Pool] = []
