@@ -14,6 +14,7 @@ import diffdsl
 from diffdsl.backends import llvm, llvm_loops
 from diffdsl.graph import sparsity
 from diffdsl.graph.loops import has_regions
+from diffdsl.language.lower import mapped
 
 WRITTEN_OUT = 10**9
 
@@ -67,17 +68,21 @@ def test_a_reduction_of_a_comprehension_is_one_loop(fn):
             np.testing.assert_allclose(g[name], h[name], rtol=1e-12, atol=1e-13)
 
 
-def test_logsumexp_of_a_comprehension_computes_each_item_once():
+def test_logsumexp_of_a_large_comprehension_computes_each_item_once():
     """logsumexp's loop form would lower the item twice (its max, then its shifted sum), so
-    a comprehension under it stays one map loop whose values are folded: the item's `sin`
-    is in one loop body, once."""
-    source = "input x[200]\ninput c\noutput y = logsumexp([sin(x[j] * c) for j in range(200)])\n"
+    a comprehension whose body is past the fusion limit (`mapped.FUSED` nodes) stays one map
+    loop whose values are folded: the item's `sin` is in one loop body, once. (A smaller
+    body is built into both loops: test_mapped.py.)"""
+    terms = " + ".join(f"cos(x[j] * {k + 2})" for k in range(mapped.FUSED // 2))
+    source = (f"input x[200]\ninput c\n"
+              f"output y = logsumexp([sin(x[j] * c) + {terms} for j in range(200)])\n")
     kept = build(source)
     assert ops_of(kept.graph).get("sin") == 1
     point = {"x": np.linspace(-2, 2, 200), "c": 0.7}
-    v = np.sin(point["x"] * 0.7)
+    v = np.sin(point["x"] * 0.7) + sum(np.cos(point["x"] * (k + 2))
+                                       for k in range(mapped.FUSED // 2))
     assert kept.evaluate(point)["y"] == pytest.approx(
-        np.max(v) + np.log(np.sum(np.exp(v - np.max(v)))), rel=1e-14)
+        np.max(v) + np.log(np.sum(np.exp(v - np.max(v)))), rel=1e-13)
 
 
 def test_a_comprehension_of_arrays_is_still_listed():

@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from test_wholes import build, close, point
+from test_wholes import agrees_written_out, build, close, point
 
 import diffdsl
 from diffdsl.errors import DiffDSLError, LimitError, ShapeError
@@ -84,21 +84,7 @@ PROGRAMS = {
 
 @pytest.mark.parametrize("name", sorted(PROGRAMS))
 def test_kept_by_rows_agrees_with_the_program_written_out(name):
-    source = PROGRAMS[name].format(n=N)
-    written = build(source, 10**9)
-    x = point(written)
-    for backend in ("cpu", "numpy"):
-        prog = build(source, backend=backend)
-        close(prog(x), written(x))
-        for of, shape in written.outputs.items():
-            if shape == ():
-                close(prog.grad(x, of=of), written.grad(x, of=of))
-            else:
-                seed = np.linspace(-1, 1, int(np.prod(shape))).reshape(shape)
-                close(prog.vjp(seed, x, of=of), written.vjp(seed, x, of=of))
-                for mode in ("forward", "reverse"):  # its loop written out for Jacobians
-                    close(prog.jacobian(x, of=of, mode=mode),
-                          written.jacobian(x, of=of, mode=mode))
+    agrees_written_out(PROGRAMS[name].format(n=N))
 
 
 GROW = sorted(set(PROGRAMS) - {"an element and a slice", "a list read where arrays are needed",

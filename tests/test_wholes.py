@@ -94,6 +94,29 @@ def close(a, b, rtol=1e-11):
     np.testing.assert_allclose(np.asarray(a, dtype=float), b, rtol=rtol, atol=rtol * scale)
 
 
+def agrees_written_out(source: str, hvp: bool = False) -> None:
+    """Values, gradients (Hessian-vector products too where `hvp`), vjps and Jacobians of the
+    program as compiled agree with those of the program written out (`unroll` huge), on the
+    CPU and the reference interpreter."""
+    written = build(source, 10**9)
+    x = point(written)
+    ones = {n: np.ones(s) for n, s in written.inputs.items()}
+    for backend in ("cpu", "numpy"):
+        prog = build(source, backend=backend)
+        close(prog(x), written(x))
+        for of, shape in written.outputs.items():
+            if shape == ():
+                close(prog.grad(x, of=of), written.grad(x, of=of))
+                if hvp:
+                    close(prog.hvp(x, ones, of=of), written.hvp(x, ones, of=of))
+            else:
+                seed = np.linspace(-1, 1, int(np.prod(shape))).reshape(shape)
+                close(prog.vjp(seed, x, of=of), written.vjp(seed, x, of=of))
+                for mode in ("forward", "reverse"):  # its loop written out for Jacobians
+                    close(prog.jacobian(x, of=of, mode=mode),
+                          written.jacobian(x, of=of, mode=mode))
+
+
 @pytest.mark.parametrize("name", sorted(PROGRAMS))
 def test_inputs_read_whole_agree_with_the_program_written_out(name):
     source, whole, whole_grads = PROGRAMS[name]

@@ -19,8 +19,9 @@ from ..loop_index import Index
 from ..values import Dyn
 from . import rows
 from .indices import iterate, subscripts
+from .mapped import comprehension as kept_comprehension
 from .names import lookup_value
-from .regions import region_map, regular_range
+from .regions import regular_range
 from .rows import elements, lazy
 from .stream_reads import read
 from .wholes import WholeInput, element, listed
@@ -103,7 +104,7 @@ def number_array(lw, e: s.NumberArray, scope):  # a literal the parser read in b
 def comprehension(lw, e: s.Comprehension, scope):
     n = regular_range(lw, e.clauses, scope)
     if n is not None:  # long and perhaps regular: tried as a loop that stays a loop
-        value = region_map(lw, e.elt, e.clauses[0], n, scope)
+        value = kept_comprehension(lw, e.elt, e.clauses[0], n, scope)
         if value is not None:
             return value
     items: list = []

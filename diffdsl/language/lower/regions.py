@@ -15,7 +15,6 @@ region; a huge value unrolls every loop).
 
 from __future__ import annotations
 
-import math
 from collections import ChainMap
 from dataclasses import dataclass
 
@@ -349,20 +348,6 @@ def region_reduce(lw, e: s.GenCall, n: int, scope):
     if total is None:
         return None
     return a.add(shift, a.f("log", total))
-
-
-def region_map(lw, elt, clause, n: int, scope):
-    """The array of a comprehension kept as a loop, or None (unroll it)."""
-    done = lower_region(lw, elt, clause, n, scope, "map")
-    if done is None:
-        return None
-    _, r, shape = done
-    q = math.prod(shape)
-    lw.v.check_size(n * q, clause.span, "this comprehension")
-    out = np.empty(n * q, dtype=object)
-    for k in range(n * q):
-        out[k] = lw.v.dyn(lw.b.part(r, k))
-    return out.reshape((n, *shape))
 
 
 @dataclass(frozen=True)

@@ -26,6 +26,8 @@ from ..builtins.common import Scalars
 from ..builtins.table import reduce_along, reduce_items
 from ..loop_index import Index
 from ..values import is_array
+from . import mapped
+from .mapped import Mapped
 from .regions import in_body
 from .stream_reads import read
 from .wholes import Shaped, WholeInput, listed, root_builder, row_elements
@@ -72,6 +74,8 @@ def elements(lw, x):
     anything else as it is."""
     if isinstance(x, WholeInput):
         return listed(lw, x)
+    if isinstance(x, Mapped):
+        return mapped.listed(lw, x)
     if isinstance(x, Stack):
         if x.elements is None:
             x.elements = lw.v.stack([elements(lw, a) for a in x.items], x.span)
@@ -98,6 +102,8 @@ def row(lw, x, i):
         return read(lw, x, [(i, x.span if isinstance(x, WholeInput) else None)], None)
     if isinstance(x, WholeInput):
         return x.elements[i] if x.elements is not None else row_elements(lw, x, i)
+    if isinstance(x, Mapped):
+        return mapped.row(lw, x, i)
     return x[i]
 
 
@@ -139,7 +145,7 @@ def matmul(lw, a, b, span):
     its elements, kept as a loop); None otherwise."""
     sa, sb = shape(a), shape(b)
     if not (len(sa) in (1, 2) and len(sb) in (1, 2) and sa[-1] == sb[0]
-            and isinstance(a, (Rows, WholeInput))):
+            and isinstance(a, (Rows, WholeInput, Mapped))):
         return None
     if len(sa) == 2 and kept(lw, sa[0]):
         return Rows((sa[0], *sb[1:]), lambda r, m: lw.v.matmul(r, m, span),
@@ -249,7 +255,9 @@ def softmax(lw, x, span):
 def output(lw, x, span) -> Port | None:
     """The port of an output kept by rows: a loop over the rows that stores each row's values
     (a map region), the port whole on its values, in order; None where it cannot be kept (the
-    caller lists the elements)."""
+    caller lists the elements). A comprehension's rows are its region's values already."""
+    if isinstance(x, Mapped):
+        return Port(x.shape, (), span, (x.node, 0))
     if not isinstance(x, Rows) or x.elements is not None or not kept(lw, x.shape[0]):
         return None
     region = in_body(lw, x.shape[0],

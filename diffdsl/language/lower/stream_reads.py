@@ -10,6 +10,7 @@ import numpy as np
 
 from ..loop_index import Index
 from ..values import is_array
+from . import mapped
 from .regions import BodyBuilder, Irregular, WholeItems
 from .wholes import WholeInput, listed
 
@@ -20,6 +21,11 @@ def read(lw, value, index: list, span):
     lies). Raises `Irregular` where a region cannot read it so."""
     v = lw.v
     bb = v.b
+    if isinstance(value, mapped.Mapped):  # a comprehension's rows: computed here if they can be
+        done = mapped.fused(lw, value, index, span)
+        if done is not None:
+            return done
+        value = mapped.listed(lw, value)
     if not isinstance(bb, BodyBuilder) or not (is_array(value) or isinstance(
             value, WholeInput)) or len(index) > value.ndim:
         raise Irregular("an index of a loop into something other than an array")
