@@ -56,6 +56,12 @@ def _numbers(assignments, exprs, env):
     result = []
     for expr in exprs:
         value = sp.N(sp.sympify(expr).xreplace(env), 30)
+        if value.is_finite and not value.is_real and value.is_complex:
+            # A real value reached through complex intermediates (named parts that hold
+            # log(-v), whose imaginary parts cancel) keeps a residue of the 30 digits.
+            re, im = (float(part) for part in value.as_real_imag())
+            if abs(im) <= 1e-20 * (1 + abs(re)):
+                value = sp.Float(re, 30)
         result.append(float(value) if value.is_real and value.is_finite else None)
     return result
 
