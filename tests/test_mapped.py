@@ -19,6 +19,7 @@ from diffdsl.errors import DiffDSLError
 from diffdsl.graph import autodiff
 
 N = 100  # rows: past `unroll` (64)
+BIG = " + ".join(f"sin(x[i] * {k + 1})" for k in range(90))  # past `mapped.FUSED` nodes
 
 # name -> source, with {n} the number of rows
 PROGRAMS = {
@@ -67,8 +68,29 @@ PROGRAMS = {
         "input x[{n}]\nr = [x[i] * 2 for i in range({n})]\nfor k in range(3) {{\n"
         "    r = r * 0.5 + 1\n}}\noutput s = sum(r * r)"),
     "a body past the fusion limit": (
-        "input x[{n}]\nr = [" + " + ".join(f"sin(x[i] * {k + 1})" for k in range(90))
-        + " for i in range({n})]\noutput s = sum(r * r) + max(r)"),
+        "input x[{n}]\nr = [" + BIG + " for i in range({n})]\noutput s = sum(r * r) + max(r)"),
+    # Bodies past the fusion limit: stored by their loop, read whole by their readers, whose
+    # pullbacks leave the cotangents where the loop's own pullback streams them, or, where
+    # they do not tile the rows, adds them value by value.
+    "stored, read at a static index too": (
+        "input x[{n}]\nr = [" + BIG + " for i in range({n})]\n"
+        "output s = r[0] * 2 + sum(r * r) + r[{n} - 1]"),
+    "stored, under a guard outside": (
+        "input x[{n}]\ninput c\nr = [" + BIG + " for i in range({n})]\n"
+        "output s = max(sum(r), c) + min(mean(r * r), c)"),
+    "stored rows of vectors": (
+        "input X[{n}, 2]\ninput w[2]\nM = [X[i] * (" + BIG.replace("x[i]", "X[i, 0]")
+        + ") for i in range({n})]\noutput s = sum((M @ w) ** 2) + sum(M[i, 1] for i in "
+        "range({n}))"),
+    "stored, read shifted": (
+        "input x[{n}]\nr = [" + BIG + " for i in range({n})]\n"
+        "output s = sum(r[i + 1] * r[i] for i in range({n} - 1))"),
+    "stored, read by a scan": (
+        "input x[{n}]\nr = [" + BIG + " for i in range({n})]\nacc = 0.0\n"
+        "for t in range({n}) {{\n    acc = acc * 0.5 + r[t] * x[t]\n}}\noutput s = acc"),
+    "stored, an output too": (
+        "input x[{n}]\nr = [" + BIG + " for i in range({n})]\noutput o = r\n"
+        "output s = sum(r * x)"),
 }
 
 
@@ -83,7 +105,10 @@ GROW = sorted(set(PROGRAMS) - {"read at static indices and sliced", "read backwa
                                # loop, nested, lists the rows
                                "read by loops of a short loop written out",
                                "read by a nested loop", "assigned again in a loop",
-                               "a body past the fusion limit", "an output that is one"})
+                               "an output that is one", "stored, read shifted",
+                               "stored, read by a scan", "stored, an output too",
+                               "stored, read at a static index too",
+                               "stored, under a guard outside"})
 
 
 # Reads of an input at overlapping windows (x[i] and x[i + 1]): its gradient is listed, as
@@ -107,15 +132,27 @@ def parts(prog) -> int:
     return Counter(node.op for node in prog.graph.nodes)["part"]
 
 
-def test_what_is_fused_and_what_is_listed():
-    """A body within the limit is built into its readers (no part node per row); one past it,
-    a read backwards and a nested reader list the rows as part nodes, computed once."""
+def test_what_is_fused_what_is_stored_and_what_is_listed():
+    """A body within the limit is built into its readers (no part node per row); one past it
+    is computed once, by its own loop, whose readers stream its values as it stored them;
+    a read backwards and a nested reader list the rows as part nodes."""
     fused = build(PROGRAMS["a comprehension squared and summed"].format(n=N))
     assert parts(fused) == 1  # the sum's
-    for name in ("a body past the fusion limit", "read backwards", "read by a nested loop"):
-        assert parts(build(PROGRAMS[name].format(n=N))) >= N, name
     large = build(PROGRAMS["a body past the fusion limit"].format(n=N))
-    assert Counter(node.op for node in large.graph.nodes)["region"] == 3  # map, sum, max
+    ops = Counter(node.op for node in large.graph.nodes)
+    assert ops["region"] == 3 and parts(large) == 2  # map, sum, max; the sum and the max
+    assert ops_in_bodies(large.graph)["sin"] == 90  # once, in the map's body
+    for name in ("read backwards", "read by a nested loop"):
+        assert parts(build(PROGRAMS[name].format(n=N))) >= N, name
+
+
+def ops_in_bodies(graph) -> Counter:
+    found = Counter()
+    for node in graph.nodes:
+        found[node.op] += 1
+        if node.op == "region":
+            found += ops_in_bodies(node.attr.body)
+    return found
 
 
 def test_a_small_body_is_built_into_each_loop_that_reads_it():

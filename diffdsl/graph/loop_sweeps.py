@@ -50,7 +50,8 @@ def _at_winner(bb: Builder, index: int, winner: int, value: int) -> int:
 
 
 def region_pullback(b: Builder, at: int, node, cts: dict[int, int], active: bytearray,
-                    sweep, guards: dict, guards_wanted: bool = True) -> tuple[list, list]:
+                    sweep, guards: dict, guards_wanted: bool = True,
+                    whole_seeds: tuple = ()) -> tuple[list, list]:
     """The cotangent parts of the arguments of region node `at` (None where none), given
     the cotangents `cts` of its values, and beside each the condition under which it may be
     nonzero (None: always); `sweep` is the module of the sweeps. A min or max sends its
@@ -62,12 +63,16 @@ def region_pullback(b: Builder, at: int, node, cts: dict[int, int], active: byte
     is infinite there meets a select, not 0 * inf. The same holds inward: `guards` holds the
     guard (outside) of each value's cotangent, and a seed under a guard carries its
     indicator into the body. With `guards_wanted` False no one reads the guards of the
-    arguments' cotangents (inputs of the outermost graph), and the body carries none out."""
+    arguments' cotangents (inputs of the outermost graph), and the body carries none out.
+
+    `whole_seeds` add more cotangents to every map output: each a `WholeCt`, iteration i's
+    where a loop that read the region's values whole left them (windows that tile the
+    values, unguarded). The pullback streams them from there, not a part node each."""
     region: Region = node.attr
     captures, streams = split_args(region, node.args)
     p, q, n = region.sums, region.maps, region.n
     won = region.winners
-    seeded_maps = q > 0 and any(p + k in cts for k in range(n * q))
+    seeded_maps = q > 0 and any(p + k in cts for k in range(n * q))  # value by value
     # Where only some map outputs have a cotangent, or some under a guard, a stream of
     # indicators says where: the others' seeds are 0, guarded, not 0 that meets an infinite
     # partial as 0 * inf.
@@ -75,7 +80,8 @@ def region_pullback(b: Builder, at: int, node, cts: dict[int, int], active: byte
     partial = seeded_maps and not all(v in cts and guards.get(v) is None for v in values)
     sum_g = [e for e in range(p) if e in cts and guards.get(e) is not None]
     bb = Builder()
-    ports = _body_inputs(bb, region, p + len(won) + len(sum_g), [q] * (seeded_maps + partial))
+    ports = _body_inputs(bb, region, p + len(won) + len(sum_g),
+                         [q] * (seeded_maps + partial + len(whole_seeds)))
     given = {"@i": ports["@i"], "@c": ports["@c"][:region.captures]}
     for j in range(len(streams)):
         given[f"@s{j}"] = ports[f"@s{j}"]
@@ -102,6 +108,9 @@ def region_pullback(b: Builder, at: int, node, cts: dict[int, int], active: byte
         seeds += [(out["@map"][t], seed_port[t]) for t in range(q)]
         if partial:
             seed_guards.update(seeded_guards(bb, seed_port, ports[f"@s{len(streams) + 1}"]))
+    for e in range(len(whole_seeds)):
+        seed_port = ports[f"@s{len(streams) + seeded_maps + partial + e}"]
+        seeds += [(out["@map"][t], seed_port[t]) for t in range(q)]
     live_caps = [k for k, a in enumerate(captures) if active[a]]
     live_streams = [j for j, ids in enumerate(streams) if any(active[a] for a in ids)]
     sources = {ports["@c"][k] for k in live_caps}
@@ -130,13 +139,20 @@ def region_pullback(b: Builder, at: int, node, cts: dict[int, int], active: byte
     seed_args += present(b, [True] * len(sum_g), [guards[e] for e in sum_g])
     new_streams = list(region.streams)
     stream_args = [a for ids in streams for a in ids]
+    sources = [region.source(j) for j in range(len(streams))]
     if seeded_maps:
         new_streams.append((n * q, q, 0))
         stream_args += [cts.get(p + k, b.const(0.0)) for k in range(n * q)]
+        sources.append(-1)
     if partial:
         new_streams.append((n * q, q, 0))
         stream_args += present(b, [v in cts for v in values], [guards.get(v) for v in values])
-    whole = region.whole + (-1,) * (len(new_streams) - len(streams)) if region.whole else ()
+        sources.append(-1)
+    for w in whole_seeds:  # read where the readers' pullbacks left them
+        new_streams.append((b.nodes[w.region].attr.size - w.base, w.row, 0))
+        stream_args.append(w.region)
+        sources.append(w.base)
+    whole = tuple(sources) if any(k >= 0 for k in sources) else ()
     back = Region(n, body, region.captures + p + len(won) + len(sum_g), tuple(new_streams),
                   combine, 0, whole)
     r = b.region(back, captures + seed_args + stream_args)
@@ -155,7 +171,8 @@ def region_pullback(b: Builder, at: int, node, cts: dict[int, int], active: byte
         _, stride, offset = region.streams[j]
         w = region.widths()[j]
         if region.source(j) >= 0:  # an input read whole: its cotangents stay where they lie
-            parts[bases[j]] = WholeCt(r, len(sums) + column, width, w, stride, offset, n)
+            parts[bases[j]] = WholeCt(r, len(sums) + column, width, w, stride, offset, n,
+                                      first=region.source(j))
             column += w
             continue
         reached = [ports[f"@s{j}"][t] in ct for t in range(w)]

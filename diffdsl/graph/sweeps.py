@@ -70,6 +70,7 @@ def reverse(b: Builder, stop: int, active: bytearray, seeds: list[tuple[int, int
             ct[node_id] = seed if first else b.add(ct[node_id], seed)
             guard[node_id] = g if first else _either(b, guard[node_id], g)
     reached: dict[int, dict[int, int]] = {}  # region -> {value: cotangent} of its parts
+    whole_seeds: dict[int, list] = {}  # region -> `WholeCt`s of its values read whole
     part_guards: dict[int, dict] = {}  # region -> {value: the guard of its cotangent}
     # The nodes with a cotangent, latest first: a node's cotangent is complete when it is
     # taken, since only later nodes use it. Visiting these alone, not every node below `stop`,
@@ -92,6 +93,8 @@ def reverse(b: Builder, stop: int, active: bytearray, seeds: list[tuple[int, int
             if i not in reached:
                 continue
             node = _materialized(b, node, active, keep_arrays=not node.attr.carry)
+            seeds = _whole_seeds(b, node.attr, whole_seeds.pop(i, []), reached[i],
+                                 part_guards[i])
             if node.attr.carry:
                 parts, shown = scan_sweeps.scan_pullback(b, i, node, reached.pop(i), active,
                                                          _self(), part_guards.pop(i))
@@ -102,7 +105,8 @@ def reverse(b: Builder, stop: int, active: bytearray, seeds: list[tuple[int, int
                 wanted = guards_out is not None or any(
                     active[a] and b.nodes[a].op not in LEAVES for a in node.args)
                 parts, shown = loop_sweeps.region_pullback(
-                    b, i, node, reached.pop(i), active, _self(), part_guards.pop(i), wanted)
+                    b, i, node, reached.pop(i), active, _self(), part_guards.pop(i), wanted,
+                    whole_seeds=seeds)
             routes = copies = False
         else:
             c = ct.get(i)
@@ -116,6 +120,16 @@ def reverse(b: Builder, stop: int, active: bytearray, seeds: list[tuple[int, int
             shown = None
         here = guard[i]
         for k, (a, part) in enumerate(zip(node.args, parts, strict=True)):
+            if isinstance(part, WholeCt) and b.nodes[a].op == "region":  # its values, read whole
+                if active[a]:
+                    if a not in reached:
+                        heapq.heappush(pending, -a)
+                    reached.setdefault(a, {})
+                    part_guards.setdefault(a, {})
+                    seed = part.under(here, partial(_both, b))
+                    whole_seeds.setdefault(a, []).append(seed)
+                    guard[a] = seed.guard if a not in guard else _either(b, guard[a], seed.guard)
+                continue
             if isinstance(part, WholeCt):  # of an input read whole: kept as it lies
                 if wholes_out is None:  # a caller that takes inputs element by element
                     raise ValueError("a reverse sweep reached an input read whole")
@@ -285,6 +299,29 @@ def _part_tangent(b: Builder, i: int, node, t: dict, guard: dict, region_tangent
         guard[i] = _both(b, guard[r], shown)
 
 
+def _whole_seeds(b: Builder, region, seeds: list, cts: dict, guards: dict) -> tuple:
+    """Of the `WholeCt`s that give `region`'s map outputs cotangents, those its pullback
+    streams as they lie (unguarded, tiling its values); the others' cotangents are added into
+    `cts` value by value, as part nodes."""
+    p, q, n = region.sums, region.maps, region.n
+    kept, zero = [], b.const(0.0)
+    for w in seeds:
+        if w.guard is None and not region.carry and \
+                (w.first, w.offset, w.stride, w.width, w.n) == (p, 0, q, q, n):
+            kept.append(w)
+            continue
+        for i in range(w.n):
+            for t in range(w.width):
+                v = b.part(w.region, w.base + w.row * i + t)
+                if w.guard is not None:
+                    v = b.select(w.guard, v, zero)
+                at = w.first + w.offset + w.stride * i + t
+                first = at not in cts
+                cts[at] = v if first else b.add(cts[at], v)
+                guards[at] = w.guard if first else _either(b, guards[at], w.guard)
+    return tuple(kept)
+
+
 def _materialized(b: Builder, node, active: bytearray, keep_arrays: bool = False):
     """Region `node` as it is, or, where a stream reads a region's values whole, the same
     region with those values as arguments: part nodes, made here and marked active as their
@@ -305,8 +342,13 @@ def _materialized(b: Builder, node, active: bytearray, keep_arrays: bool = False
 
     def values_of(a, k, length):
         tile = next(tiles)
-        # An input that no derivative is taken by is data: read in place, never listed.
-        if b.nodes[a].op == "array" and ((tile and keep_arrays) or not active[a]):
+        # An input that no derivative is taken by is data: read in place, never listed. So
+        # are a loop's stored values (a comprehension's rows), whose cotangents a pullback
+        # then leaves where they lie for the loop's own pullback (`_whole_seeds`).
+        source = b.nodes[a]
+        if source.op == "array" and ((tile and keep_arrays) or not active[a]):
+            return None
+        if source.op == "region" and not source.attr.carry and tile and keep_arrays:
             return None
         made.append((a, [b.part(a, k + e) for e in range(length)]))
         return made[-1][1]

@@ -33,6 +33,7 @@ class WholeCt:
     offset: int
     n: int
     guard: int | None = None
+    first: int = 0  # the stream's elements are values first, first + 1, ... of its source
 
     def under(self, guard: int | None, both) -> WholeCt:
         """The same cotangent, nonzero only where `guard` holds too (`both` joins guards)."""

@@ -100,18 +100,28 @@ def fused(lw, m: Mapped, index: list, span):
     root = bb.parent
     node = root.nodes[m.node]
     region = node.attr
-    if len(region.body.nodes) > FUSED or (region.whole and max(region.whole) > 0):
-        return None
     cache = bb.__dict__.setdefault("fused", {})
     key = (m.node, a, first.b)
     values = cache.get(key)
     if values is None:
-        values = cache[key] = _inline(bb, region, node.args, a, first.b, first)
+        if len(region.body.nodes) > FUSED or (region.whole and max(region.whole) > 0):
+            values = _stored(bb, m, a, first.b)
+        else:
+            values = _inline(bb, region, node.args, a, first.b, first)
+        cache[key] = values
     out = np.empty(len(values), dtype=object)
     for t, v in enumerate(values):
         out[t] = lw.v.dyn(v)
     value = out.reshape(m.shape[1:]) if len(m.shape) > 1 else out[0]
     return lw.v.getitem(value, rest, span) if rest else value
+
+
+def _stored(bb: BodyBuilder, m: Mapped, a: int, b: int) -> list[int]:
+    """The ids in `bb` of row `a * i + b` of `m` as the map region stored it: a stream that
+    reads the region's values whole."""
+    width = math.prod(m.shape[1:])
+    items = WholeItems(m.node, m.shape[0] * width)
+    return [bb.read(items, width * a, width * b + t) for t in range(width)]
 
 
 def _inline(bb: BodyBuilder, region, args, a: int, b: int, first: Index) -> list[int]:
