@@ -1,9 +1,11 @@
 """Comprehensions whose rows are fused into the loops that read them (issue 22): time to a
 first gradient, each size in a fresh process with an empty cache, with the rows fused (the
-default) and listed as part nodes (as before: `mapped.FUSED = -1`), beside the same gradient
-written by hand in NumPy (vectorised) for the time a call.
+default for a body of up to `mapped.FUSED` nodes), stored by the comprehension's loop and
+streamed by the readers (the default past it; here `mapped.FUSED = -1`), and listed as part
+nodes (as before), beside the same gradient written by hand in NumPy (vectorised) for the
+time a call.
 
-    python bench/fused.py [--sizes 1000 10000] [--fused-only 100000 1000000] [--calls 20]
+    python bench/fused.py [--sizes 1000 10000] [--large 100000 1000000] [--calls 20]
 
 Programs: a total variation over a named comprehension of differences, and an integrator's
 stage (a comprehension made in a def, then an elementwise update and a sum of squares). The
@@ -45,9 +47,11 @@ start = time.perf_counter()
 import numpy as np
 import diffdsl
 from diffdsl.language.lower import mapped
-name, fused, calls = sys.argv[1], sys.argv[2] == "fused", int(sys.argv[3])
-if not fused:
-    mapped.FUSED = -1  # every comprehension's rows listed, as before
+name, build, calls = sys.argv[1], sys.argv[2], int(sys.argv[3])
+if build == "stored":
+    mapped.FUSED = -1  # every body past the limit: its rows stored and streamed
+elif build == "listed":
+    mapped.fused = lambda *args: None  # every comprehension's rows listed, as before
 prog = diffdsl.compile(sys.argv[4])
 compiled = time.perf_counter() - start
 rng = np.random.default_rng(0)
@@ -91,21 +95,23 @@ def child(name: str, build: str, n: int, calls: int) -> dict:
                                PROGRAMS[name].format(n=n)],
                               capture_output=True, text=True, env=env)
     if done.returncode != 0:  # a limit met: said in the table
-        return {"error": done.stderr.strip().splitlines()[-1][:120]}
+        said = [line for line in done.stderr.splitlines() if "error:" in line] or \
+            done.stderr.strip().splitlines()[-1:]
+        return {"error": said[-1].split("error:")[-1].strip()[:120]}
     return json.loads(done.stdout.strip().splitlines()[-1])
 
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--sizes", type=int, nargs="+", default=[1_000, 10_000])
-    ap.add_argument("--fused-only", type=int, nargs="*", default=[100_000, 1_000_000],
-                    help="sizes run fused alone (listed, they take minutes)")
+    ap.add_argument("--sizes", type=int, nargs="*", default=[1_000, 10_000])
+    ap.add_argument("--large", type=int, nargs="*", default=[100_000, 1_000_000],
+                    help="sizes run fused and stored alone (listed, they take minutes)")
     ap.add_argument("--calls", type=int, default=20)
     args = ap.parse_args()
     rows = []
     for name in PROGRAMS:
-        cases = [(n, b) for n in args.sizes for b in ("fused", "listed")]
-        for n, build in cases + [(n, "fused") for n in args.fused_only]:
+        cases = [(n, b) for n in args.sizes for b in ("fused", "stored", "listed")]
+        for n, build in cases + [(n, b) for n in args.large for b in ("fused", "stored")]:
             r = child(name, build, n, args.calls)
             if "error" in r:
                 rows.append([name, f"{n:,}", build, r["error"], "", "", "", "", ""])
