@@ -72,6 +72,10 @@ def reverse(b: Builder, stop: int, active: bytearray, seeds: list[tuple[int, int
     reached: dict[int, dict[int, int]] = {}  # region -> {value: cotangent} of its parts
     whole_seeds: dict[int, list] = {}  # region -> `WholeCt`s of its values read whole
     part_guards: dict[int, dict] = {}  # region -> {value: the guard of its cotangent}
+    # Part nodes already gathered for their region. A region's pullback that lists the values
+    # of a region it streams whole (`_materialized`) makes part nodes after both regions, so
+    # one taken already, for another reader, can get more: that goes to its region directly.
+    gathered: set[int] = set()
     # The nodes with a cotangent, latest first: a node's cotangent is complete when it is
     # taken, since only later nodes use it. Visiting these alone, not every node below `stop`,
     # keeps a sweep that reaches a few nodes (a Jacobian's row of an elementwise map) short.
@@ -82,12 +86,8 @@ def reverse(b: Builder, stop: int, active: bytearray, seeds: list[tuple[int, int
         node = b.nodes[i]
         if node.op == "part":  # gathered for its region, whose pullback takes them all
             if i in ct:
-                r = node.args[0]
-                if r not in reached:
-                    heapq.heappush(pending, -r)
-                reached.setdefault(r, {})[node.attr] = ct[i]
-                part_guards.setdefault(r, {})[node.attr] = guard[i]
-                guard[r] = guard[i] if r not in guard else _either(b, guard[r], guard[i])
+                gathered.add(i)
+                _gather(b, node, ct[i], guard[i], reached, part_guards, guard, pending)
             continue
         if node.op == "region":
             if i not in reached:
@@ -144,13 +144,29 @@ def reverse(b: Builder, stop: int, active: bytearray, seeds: list[tuple[int, int
                 part = b.select(here, part, b.const(0.0))
             if shown is not None and shown[k] is not None:  # a region's guard, carried out
                 edge = _both(b, edge, shown[k])
-            if a not in ct:
+            if a in gathered:
+                _gather(b, b.nodes[a], part, edge, reached, part_guards, guard, pending)
+            elif a not in ct:
                 heapq.heappush(pending, -a)
             ct[a] = part if a not in ct else b.add(ct[a], part)
             guard[a] = edge if a not in guard else _either(b, guard[a], edge)
     if guards_out is not None:
         guards_out.update(guard)
     return ct
+
+
+def _gather(b: Builder, node, c: int, g, reached: dict, part_guards: dict, guard: dict,
+            pending: list) -> None:
+    """Add cotangent `c` (guard `g`) of part node `node` to those its region's pullback
+    takes, and queue the region."""
+    r, k = node.args[0], node.attr
+    if r not in reached:
+        heapq.heappush(pending, -r)
+    values, guards = reached.setdefault(r, {}), part_guards.setdefault(r, {})
+    first = k not in values
+    values[k] = c if first else b.add(values[k], c)
+    guards[k] = g if first else _either(b, guards[k], g)
+    guard[r] = g if r not in guard else _either(b, guard[r], g)
 
 
 def _routed_condition(b: Builder, part: int) -> int | None:
