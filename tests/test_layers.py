@@ -57,6 +57,7 @@ LAYERS = {
     "graph/ir": 2,
     "graph/loops": 2.75,  # regions: built, unrolled, inlined, differentiated
     "graph/ports": 2.5,  # derivative graphs' port names; which output and inputs
+    "graph/stencils": 2.78,  # gradients of inputs read at overlapping windows: gathered
     "graph/wholes": 2.8,  # gradients with respect to inputs read whole: kept whole
     "graph/loop_sweeps": 2.9,  # derivatives of regions: regions over the body's derivative
     "graph/unread": 2.84,  # loop outputs nothing reads, dropped from their bodies

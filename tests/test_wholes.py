@@ -33,9 +33,9 @@ PROGRAMS = {
     "strided, tiling": (
         "input x[300]\noutput s = sum(x[2 * i] * x[2 * i + 1] for i in range(150))", "x", "x"),
     "overlapping windows": (
-        "input x[200]\noutput s = sum(x[i] * x[i + 1] for i in range(199))", "x", ""),
+        "input x[200]\noutput s = sum(x[i] * x[i + 1] for i in range(199))", "x", "x"),
     "part of the input": (
-        "input x[200]\noutput s = sum(sin(x[i]) for i in range(100, 200))", "x", ""),
+        "input x[200]\noutput s = sum(sin(x[i]) for i in range(100, 200))", "x", "x"),
     "elements read alone too": (
         "input x[200]\noutput s = x[0] * x[-1] + sum(x[i] ** 2 for i in range(200))", "x", "x"),
     "two loops": (

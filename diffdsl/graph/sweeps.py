@@ -14,11 +14,13 @@ from . import loop_sweeps, scan_sweeps
 from .ir import Builder, Node
 from .loops import materialize
 from .ops import OPS
+from .stencils import gathered
 from .wholes import WholeCt
 
 LEAVES = ("input", "const", "array")  # nodes without arguments: no pullback reads a guard
 
 LOOPED = ("region", "part")
+STENCIL = 8  # the widest overlapping window, in strides, whose input's gradient stays whole
 
 
 def _self():
@@ -317,15 +319,17 @@ def _part_tangent(b: Builder, i: int, node, t: dict, guard: dict, region_tangent
 
 def _whole_seeds(b: Builder, region, seeds: list, cts: dict, guards: dict) -> tuple:
     """Of the `WholeCt`s that give `region`'s map outputs cotangents, those its pullback
-    streams as they lie (unguarded, tiling its values); the others' cotangents are added into
-    `cts` value by value, as part nodes."""
+    streams as they lie (unguarded, tiling its values, or gathered by a loop where windows
+    overlap: r[i], r[i + 1]); the others' are added into `cts` value by value, as parts."""
     p, q, n = region.sums, region.maps, region.n
-    kept, zero = [], b.const(0.0)
-    for w in seeds:
-        if w.guard is None and not region.carry and \
-                (w.first, w.offset, w.stride, w.width, w.n) == (p, 0, q, q, n):
-            kept.append(w)
-            continue
+    kept = [] if region.carry else [w for w in seeds if w.guard is None and (
+        w.first, w.offset, w.stride, w.width, w.n) == (p, 0, q, q, n)]
+    rest = [w for w in seeds if w not in kept]
+    gather = gathered(b, n * q, rest, {}, 0) if rest and not p and not region.carry else None
+    if gather is not None:
+        kept, rest = kept + [WholeCt(gather, 0, q, q, q, 0, n)], []
+    zero = b.const(0.0)
+    for w in rest:
         for i in range(w.n):
             for t in range(w.width):
                 v = b.part(w.region, w.base + w.row * i + t)
@@ -355,16 +359,21 @@ def _materialized(b: Builder, node, active: bytearray, keep_arrays: bool = False
     tiles = iter([region.streams[j][1] == w and region.streams[j][2] == 0
                   and region.n * w == region.streams[j][0]
                   for j, w in enumerate(region.widths()) if region.source(j) >= 0])
+    # Narrow windows that overlap (a stencil: x[i] and x[i + 1], at most STENCIL strides
+    # wide), of a stride that divides the input, stay whole too: stencils.py gathers them.
+    dense = iter([1 <= region.streams[j][1] and w <= STENCIL * region.streams[j][1]
+                  and region.streams[j][0] % region.streams[j][1] == 0
+                  for j, w in enumerate(region.widths()) if region.source(j) >= 0])
 
     def values_of(a, k, length):
-        tile = next(tiles)
+        tile, narrow = next(tiles), next(dense)
         # An input that no derivative is taken by is data: read in place, never listed. So
         # are a loop's stored values (a comprehension's rows), whose cotangents a pullback
         # then leaves where they lie for the loop's own pullback (`_whole_seeds`).
         source = b.nodes[a]
-        if source.op == "array" and ((tile and keep_arrays) or not active[a]):
+        if source.op == "array" and (((tile or narrow) and keep_arrays) or not active[a]):
             return None
-        if source.op == "region" and not source.attr.carry and tile and keep_arrays:
+        if source.op == "region" and not source.attr.carry and (tile or narrow) and keep_arrays:
             return None
         made.append((a, [b.part(a, k + e) for e in range(length)]))
         return made[-1][1]

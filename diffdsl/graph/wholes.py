@@ -15,6 +15,7 @@ from dataclasses import dataclass, replace
 from .ir import Builder, Port
 from .loops import body_graph
 from .region import Region
+from .stencils import gathered
 
 FEW = 8  # elements read one by one that a gradient's copy loop adds by a select each
 
@@ -50,7 +51,8 @@ def gradient_port(b: Builder, port: Port, parts: list[WholeCt], elements: dict) 
     """The gradient of an input of `port`'s shape from the `WholeCt`s of its streams and the
     cotangents of its elements read alone (`elements`: element -> node): whole on the
     pullback's values where one stream tiles the input, whole on a copy loop that adds them
-    where several do, else element by element."""
+    where several do, whole on a loop that gathers them where windows of one stride overlap
+    (stencils.py), else element by element."""
     size = port.size
     first = parts[0] if parts else None
     if first is not None and all(p.tiles(size) and (p.n, p.width) == (first.n, first.width)
@@ -59,6 +61,10 @@ def gradient_port(b: Builder, port: Port, parts: list[WholeCt], elements: dict) 
                 first.row == first.width:
             return Port(port.shape, (), None, (first.region, first.base))
         return Port(port.shape, (), None, (_copy_loop(b, parts, elements), 0))
+    if parts:  # overlapping windows of one stride: a loop gathers each element's cotangents
+        gather = gathered(b, size, parts, elements, FEW)
+        if gather is not None:
+            return Port(port.shape, (), None, (gather, 0))
     zero = b.const(0.0)
     ids = [elements.get(k, zero) for k in range(size)]
     for p in parts:

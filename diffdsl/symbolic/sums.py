@@ -204,7 +204,10 @@ class Loop:
 
     def at(self, m: int, iteration):
         """Map output `m` at iteration `iteration` (a number or an expression)."""
-        return self.maps[m].xreplace({self.index: sp.sympify(iteration)})
+        formula = self.maps[m]
+        if formula.has(sp.Sum):  # a captured sum may bind this same index: `subs` keeps it
+            return formula.subs(self.index, sp.sympify(iteration))
+        return formula.xreplace({self.index: sp.sympify(iteration)})
 
     def value(self, v: int):
         """Value `v` of the region (see `Region`)."""
