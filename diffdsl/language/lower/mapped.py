@@ -81,9 +81,10 @@ def _parts(lw, m: Mapped, b, rows) -> np.ndarray:
 
 def fused(lw, m: Mapped, index: list, span):
     """`m[index]` in the body being lowered, where the first subscript is an `Index` of that
-    body alone (`i + c`, `2 * i`) and the rest static: row `index[0]` computed there, by the
-    comprehension's body, indexed by the rest. None where it is not so read, the body is
-    nested, or the comprehension's body is over `FUSED` nodes (the caller lists `m`)."""
+    body alone (`i + c`, `2 * i`) and the rest static: row `index[0]` computed there by the
+    comprehension's body, or, where that body is over `FUSED` nodes, read where its loop
+    stored it; indexed by the rest. None where it is not so read or the body being lowered
+    is nested (the caller lists `m`)."""
     bb = lw.v.b
     (first, _), rest = index[0], index[1:]
     if not (isinstance(bb, BodyBuilder) and isinstance(bb.parent, Builder)
