@@ -77,7 +77,7 @@ def reverse(b: Builder, stop: int, active: bytearray, seeds: list[tuple[int, int
     # Part nodes already gathered for their region. A region's pullback that lists the values
     # of a region it streams whole (`_materialized`) makes part nodes after both regions, so
     # one taken already, for another reader, can get more: that goes to its region directly.
-    gathered: set[int] = set()
+    taken: set[int] = set()
     # The nodes with a cotangent, latest first: a node's cotangent is complete when it is
     # taken, since only later nodes use it. Visiting these alone, not every node below `stop`,
     # keeps a sweep that reaches a few nodes (a Jacobian's row of an elementwise map) short.
@@ -88,7 +88,7 @@ def reverse(b: Builder, stop: int, active: bytearray, seeds: list[tuple[int, int
         node = b.nodes[i]
         if node.op == "part":  # gathered for its region, whose pullback takes them all
             if i in ct:
-                gathered.add(i)
+                taken.add(i)
                 _gather(b, node, ct[i], guard[i], reached, part_guards, guard, pending)
             continue
         if node.op == "region":
@@ -146,7 +146,7 @@ def reverse(b: Builder, stop: int, active: bytearray, seeds: list[tuple[int, int
                 part = b.select(here, part, b.const(0.0))
             if shown is not None and shown[k] is not None:  # a region's guard, carried out
                 edge = _both(b, edge, shown[k])
-            if a in gathered:
+            if a in taken:
                 _gather(b, b.nodes[a], part, edge, reached, part_guards, guard, pending)
             elif a not in ct:
                 heapq.heappush(pending, -a)
@@ -321,6 +321,8 @@ def _whole_seeds(b: Builder, region, seeds: list, cts: dict, guards: dict) -> tu
     """Of the `WholeCt`s that give `region`'s map outputs cotangents, those its pullback
     streams as they lie (unguarded, tiling its values, or gathered by a loop where windows
     overlap: r[i], r[i + 1]); the others' are added into `cts` value by value, as parts."""
+    if not seeds:
+        return ()
     p, q, n = region.sums, region.maps, region.n
     kept = [] if region.carry else [w for w in seeds if w.guard is None and (
         w.first, w.offset, w.stride, w.width, w.n) == (p, 0, q, q, n)]
@@ -328,17 +330,12 @@ def _whole_seeds(b: Builder, region, seeds: list, cts: dict, guards: dict) -> tu
     gather = gathered(b, n * q, rest, {}, 0) if rest and not p and not region.carry else None
     if gather is not None:
         kept, rest = kept + [WholeCt(gather, 0, q, q, q, 0, n)], []
-    zero = b.const(0.0)
     for w in rest:
-        for i in range(w.n):
-            for t in range(w.width):
-                v = b.part(w.region, w.base + w.row * i + t)
-                if w.guard is not None:
-                    v = b.select(w.guard, v, zero)
-                at = w.first + w.offset + w.stride * i + t
-                first = at not in cts
-                cts[at] = v if first else b.add(cts[at], v)
-                guards[at] = w.guard if first else _either(b, guards[at], w.guard)
+        for at, v in w.listed(b):
+            at += w.first
+            first = at not in cts
+            cts[at] = v if first else b.add(cts[at], v)
+            guards[at] = w.guard if first else _either(b, guards[at], w.guard)
     return tuple(kept)
 
 
@@ -352,28 +349,25 @@ def _materialized(b: Builder, node, active: bytearray, keep_arrays: bool = False
         return node
     made = []  # (region or array node, the nodes of its values read)
     region = node.attr
-    # An input's stream stays whole where its windows tile the input (each element read by
-    # one iteration): its cotangents are then the input's gradient as they lie. A window
-    # that does not (x[i] and x[i + 1]; X[0, j] and X[99, j], a window of 9,901 elements of
-    # which 2 are read) is listed: its pullback gives the elements read their parts alone.
-    tiles = iter([region.streams[j][1] == w and region.streams[j][2] == 0
-                  and region.n * w == region.streams[j][0]
-                  for j, w in enumerate(region.widths()) if region.source(j) >= 0])
-    # Narrow windows that overlap (a stencil: x[i] and x[i + 1], at most STENCIL strides
-    # wide), of a stride that divides the input, stay whole too: stencils.py gathers them.
-    dense = iter([1 <= region.streams[j][1] and w <= STENCIL * region.streams[j][1]
-                  and region.streams[j][0] % region.streams[j][1] == 0
-                  for j, w in enumerate(region.widths()) if region.source(j) >= 0])
+    # An input's stream stays whole where its windows are narrow: at most STENCIL strides
+    # wide, of a stride that divides the input. Windows that tile it (each element read by one
+    # iteration) are the pullback's values as they lie; windows that overlap (a stencil:
+    # x[i] and x[i + 1]) are gathered (stencils.py). A wide window (X[0, j] and X[99, j], a
+    # window of 9,901 elements of which 2 are read) is listed: its pullback gives the elements
+    # read their parts alone.
+    narrows = iter([1 <= region.streams[j][1] and w <= STENCIL * region.streams[j][1]
+                    and region.streams[j][0] % region.streams[j][1] == 0
+                    for j, w in enumerate(region.widths()) if region.source(j) >= 0])
 
     def values_of(a, k, length):
-        tile, narrow = next(tiles), next(dense)
+        narrow = next(narrows)
         # An input that no derivative is taken by is data: read in place, never listed. So
         # are a loop's stored values (a comprehension's rows), whose cotangents a pullback
         # then leaves where they lie for the loop's own pullback (`_whole_seeds`).
         source = b.nodes[a]
-        if source.op == "array" and (((tile or narrow) and keep_arrays) or not active[a]):
+        if source.op == "array" and ((narrow and keep_arrays) or not active[a]):
             return None
-        if source.op == "region" and not source.attr.carry and (tile or narrow) and keep_arrays:
+        if source.op == "region" and not source.attr.carry and narrow and keep_arrays:
             return None
         made.append((a, [b.part(a, k + e) for e in range(length)]))
         return made[-1][1]

@@ -42,6 +42,17 @@ class WholeCt:
             return self
         return replace(self, guard=guard if self.guard is None else both(self.guard, guard))
 
+    def listed(self, b: Builder):
+        """(element, part node) for each element of each iteration's window (the element
+        counted from the stream's first value), 0 where the guard does not hold."""
+        zero = b.const(0.0)
+        for i in range(self.n):
+            for t in range(self.width):
+                v = b.part(self.region, self.base + self.row * i + t)
+                if self.guard is not None:
+                    v = b.select(self.guard, v, zero)
+                yield self.offset + self.stride * i + t, v
+
     def tiles(self, size: int) -> bool:
         """Whether the iterations' windows tile the input exactly, each element once."""
         return self.stride == self.width and self.offset == 0 and self.n * self.width == size
@@ -68,13 +79,8 @@ def gradient_port(b: Builder, port: Port, parts: list[WholeCt], elements: dict) 
     zero = b.const(0.0)
     ids = [elements.get(k, zero) for k in range(size)]
     for p in parts:
-        for i in range(p.n):
-            for t in range(p.width):
-                v = b.part(p.region, p.base + p.row * i + t)
-                if p.guard is not None:
-                    v = b.select(p.guard, v, zero)
-                k = p.offset + p.stride * i + t
-                ids[k] = v if ids[k] == zero else b.add(ids[k], v)
+        for k, v in p.listed(b):
+            ids[k] = v if ids[k] == zero else b.add(ids[k], v)
     return Port(port.shape, tuple(ids))
 
 

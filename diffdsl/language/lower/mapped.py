@@ -101,15 +101,14 @@ def fused(lw, m: Mapped, index: list, span):
     root = bb.parent
     node = root.nodes[m.node]
     region = node.attr
-    cache = bb.__dict__.setdefault("fused", {})
     key = (m.node, a, first.b)
-    values = cache.get(key)
+    values = bb.fused.get(key)
     if values is None:
         if len(region.body.nodes) > FUSED or (region.whole and max(region.whole) > 0):
             values = _stored(bb, m, a, first.b)
         else:
             values = _inline(bb, region, node.args, a, first.b, first)
-        cache[key] = values
+        bb.fused[key] = values
     out = np.empty(len(values), dtype=object)
     for t, v in enumerate(values):
         out[t] = lw.v.dyn(v)
