@@ -89,6 +89,7 @@ LAYERS = {
     "language/lower/wholes": 3.104,  # inputs read in place by loops: one array node
     "language/lower/regions": 3.105,  # loops kept as loops: bodies lowered once
     "language/lower/mapped": 3.1052,  # comprehensions kept as loops, their rows fused
+    "language/lower/padded": 3.1053,  # vectors whose tail is one value (zeros(n) filled in)
     "language/lower/stream_reads": 3.1055,  # A[i, ...] in a body: a stream's window
     "language/lower/rows": 3.106,  # array expressions over inputs read in place, by rows
     "language/lower/scans": 3.107,  # `for` loops kept as loops: a carried state

@@ -72,11 +72,33 @@ def compare(test, a, b) -> bool:
     n = body.n
     if test in (operator.eq, operator.ne):  # the other side is v(i) in one iteration at most
         exact = (other - index.b) / k
-        hit = math.isfinite(exact) and any(
-            0 <= i < n and index.b + k * i == other for i in (math.floor(exact),
-                                                              math.ceil(exact)))
-    else:  # an order: monotone in i, so the same answer at both ends is the same throughout
-        hit = at(0) != at(n - 1)
-    if hit:
-        raise TypeError("a loop index compared where the answer changes with the iteration")
+        hits = [i for i in (math.floor(exact), math.ceil(exact)) if math.isfinite(exact)
+                and 0 <= i < n and index.b + k * i == other]
+        if hits:  # the answer differs from the last iteration's there, or before the last
+            raise Changes(body, hits[0] if hits[0] < n - 1 else n - 2)
+    elif at(0) != at(n - 1):  # an order is monotone in i: else the same throughout
+        raise Changes(body, _last_change(at, n))
     return at(0)
+
+
+class Changes(TypeError):
+    """A comparison of the index of the loop `body` builds whose answer changes with the
+    iteration, the same from iteration `last + 1` to the end."""
+
+    def __init__(self, body, last: int):
+        super().__init__("a loop index compared where the answer changes with the iteration")
+        self.body, self.last = body, last
+
+
+def _last_change(at, n: int) -> int:
+    """The last iteration whose answer is not that of the loop's last, `at(i)` the answer of
+    an order in iteration i (monotone in i: bisection)."""
+    end = at(n - 1)
+    low, high = 0, n - 1  # at(high) == end
+    while low < high:
+        mid = (low + high) // 2
+        if at(mid) == end:
+            high = mid
+        else:
+            low = mid + 1
+    return low - 1

@@ -15,7 +15,7 @@ from ...errors import ArityError, RecursionLimitError, TypeMismatchError, Unknow
 from .. import syntax as s
 from ..builtins.table import BUILTINS, ELEMENTWISE, GENERATOR_BUILTINS, reduce_items
 from ..values import memo_key
-from . import rows
+from . import padded, rows
 from .axes import keyword_call
 from .derivatives import DERIVATIVES, lower_derivative
 from .exprs import generate
@@ -49,7 +49,12 @@ def call(lw, e: s.Call, scope):
         if done is not None:
             return done
     if e.func not in KEPT:
-        return builtin(lw.v, [lw.expr(a, scope) for a in e.args], e)
+        args = [lw.expr(a, scope) for a in e.args]
+        if e.func in FILLED and len(args) == 1 and type(args[0]) is int:
+            done = padded.filled(lw, args[0], FILLED[e.func], e.span)
+            if done is not None:  # a long vector: one value, until the program fills it in
+                return done
+        return builtin(lw.v, args, e)
     # an input read in place, or an array expression over one, stays whole where it can
     args = [lw.whole_expr(a, scope) for a in e.args]
     if any(lazy(a) for a in args):
@@ -79,6 +84,7 @@ def _reduced_comprehension(lw, e: s.Call, scope):
     return region_reduce(lw, as_generator, n, scope)
 
 
+FILLED = {"zeros": 0.0, "ones": 1.0}
 SHAPES = ("len", "rows", "cols", "size")  # builtins that read an array's shape alone
 KEPT = set(SHAPES) | set(ELEMENTWISE) | {"sum", "mean", "min", "max", "logsumexp", "softmax"}
 

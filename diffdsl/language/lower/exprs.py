@@ -17,7 +17,7 @@ from ...errors import StaticValueError
 from .. import syntax as s
 from ..loop_index import Index
 from ..values import Dyn
-from . import rows
+from . import padded, rows
 from .indices import iterate, subscripts
 from .mapped import comprehension as kept_comprehension
 from .names import lookup_value
@@ -103,6 +103,10 @@ def number_array(lw, e: s.NumberArray, scope):  # a literal the parser read in b
 
 def comprehension(lw, e: s.Comprehension, scope):
     n = regular_range(lw, e.clauses, scope)
+    if n is not None and padded.holds_padded(scope):  # written out up to a tail of one value
+        value = padded.split(lw, e.elt, e.clauses[0], n, scope, e.span)
+        if value is not None:
+            return value
     if n is not None:  # long and perhaps regular: tried as a loop that stays a loop
         value = kept_comprehension(lw, e.elt, e.clauses[0], n, scope)
         if value is not None:

@@ -67,6 +67,7 @@ class BodyBuilder:
         self.strides: list[int] = []
         self.reads: list[set] = []  # offsets read, per stream
         self.fused: dict[tuple, list] = {}  # rows of comprehensions built in (mapped.py)
+        self.padded_split = False  # a comprehension's tail, tried as one value (padded.py)
         self.index = self._own(self.inner.input("@i", 0))
         # The values, in every iteration, of the body's nodes computed from the index alone,
         # which the loop written out folds to static numbers (see `op`); `checked`, the

@@ -26,7 +26,7 @@ from ..builtins.common import Scalars
 from ..builtins.table import reduce_along, reduce_items
 from ..loop_index import Index
 from ..values import is_array
-from . import mapped
+from . import mapped, padded
 from .mapped import Mapped
 from .regions import in_body
 from .stream_reads import read
@@ -76,6 +76,8 @@ def elements(lw, x):
         return listed(lw, x)
     if isinstance(x, Mapped):
         return mapped.listed(lw, x)
+    if isinstance(x, padded.Padded):
+        return padded.listed(lw, x)
     if isinstance(x, Stack):
         if x.elements is None:
             x.elements = lw.v.stack([elements(lw, a) for a in x.items], x.span)
@@ -104,6 +106,8 @@ def row(lw, x, i):
         return x.elements[i] if x.elements is not None else row_elements(lw, x, i)
     if isinstance(x, Mapped):
         return mapped.row(lw, x, i)
+    if isinstance(x, padded.Padded):
+        return padded.element(x, i)
     return x[i]
 
 
@@ -115,7 +119,12 @@ def kept(lw, n: int) -> bool:
 def elementwise(lw, rule, args: list, span):
     """The Rows of scalar-wise `rule` over `args` broadcast as NumPy broadcasts, where one of
     them is lazy and gives the result its first axis; None otherwise (the caller lists them
-    and lowers the operation element by element, its errors included)."""
+    and lowers the operation element by element, its errors included). Over vectors whose
+    tail is one value (padded.py), and scalars, the same for such a vector."""
+    if any(isinstance(a, padded.Padded) for a in args):
+        done = padded.elementwise(lw, rule, args, span)
+        if done is not None:
+            return done
     shapes = [shape(a) for a in args]
     try:
         out = np.broadcast_shapes(*shapes)

@@ -20,6 +20,7 @@ from ..values import Dyn, is_array
 from . import rows
 from .indices import iterate, need_static_int, range_length, subscripts
 from .names import lookup_value
+from .padded import Padded
 from .rows import elements
 from .scans import lower_scan, scan_range
 from .while_loop import lower_while
@@ -116,7 +117,9 @@ def _not_taken(lw, name: str, span) -> None:
 
 
 def assign(lw, st: s.Assign, scope: dict) -> None:
-    _bind(lw, st.name, lw.expr(st.value, scope), scope, st.span)
+    value = lw.whole_expr(st.value, scope)  # a vector with a tail of one value stays one
+    _bind(lw, st.name, value if isinstance(value, Padded) else elements(lw, value), scope,
+          st.span)
 
 
 def whole_assign(lw, st: s.Assign, scope: dict) -> None:

@@ -10,7 +10,7 @@ import numpy as np
 
 from ..loop_index import Index
 from ..values import is_array
-from . import mapped
+from . import mapped, padded
 from .regions import BodyBuilder, Irregular, WholeItems
 from .wholes import WholeInput, listed
 
@@ -26,6 +26,10 @@ def read(lw, value, index: list, span):
         if done is not None:
             return done
         value = mapped.listed(lw, value)
+    if isinstance(value, padded.Padded) and isinstance(bb, BodyBuilder):
+        kind, value = padded.read(lw, value, index)  # its fill, its head or its elements
+        if kind == "value":
+            return value
     if not isinstance(bb, BodyBuilder) or not (is_array(value) or isinstance(
             value, WholeInput)) or len(index) > value.ndim:
         raise Irregular("an index of a loop into something other than an array")
