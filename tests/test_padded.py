@@ -6,6 +6,7 @@ integrator started from rest does not grow with the length of its state."""
 
 from __future__ import annotations
 
+import math
 import os
 
 import numpy as np
@@ -151,3 +152,35 @@ def test_generated_padded_programs_agree_with_the_program_written_out(source):
         prog = build(source, backend=backend)
         close(prog(x), written(x))
         close(prog.grad(x), written.grad(x))
+
+
+class _Body:  # what loop_index.compare reads of the loop a body builds: its trip count
+    def __init__(self, n: int):
+        self.n = n
+
+
+@settings(max_examples=300, deadline=None)
+@given(n=st.integers(2, 40), a=st.sampled_from([-3, -2, -1, 1, 2, 3]), b=st.integers(-20, 20),
+       other=st.integers(-30, 30) | st.sampled_from([0.5, -2.5, math.inf, -math.inf, math.nan]),
+       op=st.sampled_from(["eq", "ne", "lt", "le", "gt", "ge"]),
+       index_left=st.booleans())
+def test_a_changing_comparison_says_from_which_iteration_its_answer_stays(n, a, b, other, op,
+                                                                        index_left):
+    """`Changes.last`, against every iteration's answer: the last that differs from the final
+    one. Where no error is raised, the answer is the same in every iteration."""
+    import operator
+
+    from diffdsl.language.loop_index import Changes, Index, compare
+    body = _Body(n)
+    test = getattr(operator, op)
+    index = Index(((body, a),), b)
+    answers = [bool(test(b + a * i, other) if index_left else test(other, b + a * i))
+               for i in range(n)]
+    try:
+        got = compare(test, index, other) if index_left else compare(test, other, index)
+    except Changes as change:
+        assert change.body is body
+        differ = [i for i in range(n) if answers[i] != answers[-1]]
+        assert differ and change.last == differ[-1]
+        return
+    assert all(x == answers[0] for x in answers) and got == answers[0]

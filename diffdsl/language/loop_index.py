@@ -72,8 +72,8 @@ def compare(test, a, b) -> bool:
     n = body.n
     if test in (operator.eq, operator.ne):  # the other side is v(i) in one iteration at most
         exact = (other - index.b) / k
-        hits = [i for i in (math.floor(exact), math.ceil(exact)) if math.isfinite(exact)
-                and 0 <= i < n and index.b + k * i == other]
+        near = (math.floor(exact), math.ceil(exact)) if math.isfinite(exact) else ()
+        hits = [i for i in near if 0 <= i < n and index.b + k * i == other]
         if hits:  # the answer differs from the last iteration's there, or before the last
             raise Changes(body, hits[0] if hits[0] < n - 1 else n - 2)
     elif at(0) != at(n - 1):  # an order is monotone in i: else the same throughout
