@@ -63,6 +63,11 @@ PROGRAMS = {
         "input x[{n}]\ninput a\ny = zeros({n})\nif a > 0 {{\n    y = y + a\n}} else {{\n"
         "    y = [if i == 1 then a else y[i] for i in range({n})]\n}}\n"
         "z = zeros({n})\nz[2] = a * x[0]\nz = z * 3\noutput s = sum(y * x) + sum(z * x)"),
+    "elements set and added to, the whole added to": (
+        "input x[{n}]\ninput a\ny = zeros({n})\ny[0] = a\ny[3] = x[5] * a\ny[-1] = 2.0\n"
+        "y += a * y\ny[3] += 1\nz = ones({n})\nz[1] -= a\nz -= y\n"
+        "z = [if i == 0 then z[0] else z[i - 1] * x[i] for i in range({n})]\n"
+        "output s = sum(z * x) + z[-1] + z[50]"),
     "a def called twice on one": (
         "input x[{n}]\n"
         "def g(x, y) = [if i == 0 then x[0] else y[i - 1] ** 2 for i in range({n})]\n"
@@ -121,12 +126,18 @@ def programs(draw):
     bodies read it at shifts and strides, under conditions on the index."""
     lines = ["input x[{n}]", "input a", f"y = {draw(st.sampled_from(['zeros', 'ones']))}({{n}})"]
     for _ in range(draw(st.integers(1, 5))):
-        kind = draw(st.sampled_from(["elementwise", "comprehension", "comprehension"]))
+        kind = draw(st.sampled_from(["elementwise", "comprehension", "comprehension", "set"]))
+        if kind == "set":
+            at = draw(st.integers(-3, 8))
+            op = draw(st.sampled_from(["=", "+=", "*="]))
+            lines.append(f"y[{at}] {op} {draw(st.sampled_from(['a', 'x[3] * a', '2']))}")
+            continue
         if kind == "elementwise":
             op = draw(st.sampled_from(["+", "-", "*"]))
             other = draw(st.sampled_from(["a", "0.5", "x[0]", "y", "-1"]))
-            fn = draw(st.sampled_from(["", "sin", "exp", "tanh"]))
-            lines.append(f"y = {fn}(y {op} {other})" if fn else f"y = y {op} {other}")
+            fn = draw(st.sampled_from(["", "", "sin", "exp", "tanh"]))
+            lines.append(f"y = {fn}(y {op} {other})" if fn else
+                         draw(st.sampled_from([f"y = y {op} {other}", f"y {op}= {other}"])))
             continue
         d = draw(st.integers(1, 3))
         test = draw(st.sampled_from(CONDITIONS)).format(c=draw(st.integers(0, 6)))

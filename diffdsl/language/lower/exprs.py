@@ -126,6 +126,8 @@ def index(lw, e: s.Index, scope):
         if all(type(i) is int and -d <= i < d
                for i, d in zip(key, value.shape[:len(key)], strict=True)):
             return value[key]
+    elif padded.static_index(value, subs):  # the same for a vector with a tail of one value
+        return padded.element(value, subs[0][0])
     if lazy(value) and subs:
         done = rows.index(lw, value, subs, e.span)
         if done is not None:

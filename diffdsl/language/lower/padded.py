@@ -82,6 +82,22 @@ def element(p: Padded, k: int):
     return p.head[k] if k < len(p.head) else p.fill
 
 
+def static_index(p, index: list) -> bool:
+    """Whether `p[index]` is an element of Padded `p` at a static integer in range."""
+    return isinstance(p, Padded) and len(index) == 1 and type(index[0][0]) is int and \
+        -p.shape[0] <= index[0][0] < p.shape[0]
+
+
+def setitem(p: Padded, k: int, new):
+    """`p` with element k (static, in range) set to the scalar `new`."""
+    k %= p.shape[0]
+    head = np.empty(max(len(p.head), k + 1), dtype=object)
+    head[:len(p.head)] = list(p.head)
+    head[len(p.head):] = [p.fill] * (len(head) - len(p.head))
+    head[k] = new
+    return make(head, p.fill, p.shape[0], p.span)
+
+
 def elementwise(lw, rule, args: list, span):
     """`rule` (a scalar-wise operation that broadcasts over arrays) of `args`, Padded vectors
     of one length and scalars, as a Padded: the rule over the heads made one length, and once

@@ -17,10 +17,9 @@ from ...errors import AssignmentError, ShapeError, StaticValueError
 from ...graph.ir import Port
 from .. import syntax as s
 from ..values import Dyn, is_array
-from . import rows
+from . import padded, rows
 from .indices import iterate, need_static_int, range_length, subscripts
 from .names import lookup_value
-from .padded import Padded
 from .rows import elements
 from .scans import lower_scan, scan_range
 from .while_loop import lower_while
@@ -118,8 +117,8 @@ def _not_taken(lw, name: str, span) -> None:
 
 def assign(lw, st: s.Assign, scope: dict) -> None:
     value = lw.whole_expr(st.value, scope)  # a vector with a tail of one value stays one
-    _bind(lw, st.name, value if isinstance(value, Padded) else elements(lw, value), scope,
-          st.span)
+    _bind(lw, st.name, value if isinstance(value, padded.Padded) else elements(lw, value),
+          scope, st.span)
 
 
 def whole_assign(lw, st: s.Assign, scope: dict) -> None:
@@ -134,21 +133,34 @@ def whole_assign(lw, st: s.Assign, scope: dict) -> None:
 
 def index_assign(lw, st: s.IndexAssign, scope: dict) -> None:
     new = lw.expr(st.value, scope)
-    old = lookup_value(lw, st.name, scope, st.span)
-    _bind(lw, st.name, lw.v.setitem(old, subscripts(lw, st.subscripts, scope), new, st.span),
-          scope, st.span)
+    old = lookup_value(lw, st.name, scope, st.span, whole=True)
+    index = subscripts(lw, st.subscripts, scope)
+    _bind(lw, st.name, _setitem(lw, old, index, new, st.span), scope, st.span)
 
 
 def aug_assign(lw, st: s.AugAssign, scope: dict) -> None:
-    old = lookup_value(lw, st.name, scope, st.span)
-    rhs = lw.expr(st.value, scope)
+    old = lookup_value(lw, st.name, scope, st.span, whole=True)
+    rhs = lw.whole_expr(st.value, scope)
     if st.subscripts is None:
-        _bind(lw, st.name, lw.v.arith(st.op, old, rhs, st.span), scope, st.span)
+        kept = padded.elementwise(lw, lambda a, b: lw.v.arith(st.op, a, b, st.span),
+                                  [old, rhs], st.span) if isinstance(old, padded.Padded) else None
+        _bind(lw, st.name, kept if kept is not None else lw.v.arith(
+            st.op, elements(lw, old), elements(lw, rhs), st.span), scope, st.span)
         return
+    rhs = elements(lw, rhs)
     index = subscripts(lw, st.subscripts, scope)
-    current = lw.v.getitem(old, index, st.span)
+    current = padded.element(old, index[0][0]) if padded.static_index(old, index) else \
+        lw.v.getitem(elements(lw, old), index, st.span)
     new = lw.v.arith(st.op, current, rhs, st.span)
-    _bind(lw, st.name, lw.v.setitem(old, index, new, st.span), scope, st.span)
+    _bind(lw, st.name, _setitem(lw, old, index, new, st.span), scope, st.span)
+
+
+def _setitem(lw, old, index: list, new, span):
+    """`old` with `old[index] = new`: a vector with a tail of one value keeps it where the
+    index is one static integer in range (`y[0] = x0` after `y = zeros(n)`)."""
+    if padded.static_index(old, index) and not is_array(new):
+        return padded.setitem(old, index[0][0], new)
+    return lw.v.setitem(elements(lw, old), index, new, span)
 
 
 def for_statement(lw, st: s.For, scope: dict) -> None:
