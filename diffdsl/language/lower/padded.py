@@ -44,9 +44,7 @@ def make(head, fill, n: int, span):
         m -= 1
     if m >= n:
         return head
-    out = np.empty(m, dtype=object)
-    out[:] = list(head[:m])
-    return Padded(out, fill, n, span)
+    return Padded(head[:m], fill, n, span)
 
 
 def _same(a, b) -> bool:
@@ -69,10 +67,7 @@ def listed(lw, p: Padded) -> np.ndarray:
     if p.elements is None:
         n = p.shape[0]
         lw.v.check_size(n, p.span, "this array")
-        out = np.empty(n, dtype=object)
-        out[:len(p.head)] = list(p.head)
-        out[len(p.head):] = [p.fill] * (n - len(p.head))
-        p.elements = out
+        p.elements = _extended(p, n)
     return p.elements
 
 
@@ -91,11 +86,23 @@ def static_index(p, index: list) -> bool:
 def setitem(p: Padded, k: int, new):
     """`p` with element k (static, in range) set to the scalar `new`."""
     k %= p.shape[0]
-    head = np.empty(max(len(p.head), k + 1), dtype=object)
-    head[:len(p.head)] = list(p.head)
-    head[len(p.head):] = [p.fill] * (len(head) - len(p.head))
+    head = _extended(p, max(len(p.head), k + 1))
     head[k] = new
     return make(head, p.fill, p.shape[0], p.span)
+
+
+def _extended(p: Padded, m: int) -> np.ndarray:
+    """A new array of the first m elements of `p` (m at least its head's length)."""
+    out = np.empty(m, dtype=object)
+    out[:len(p.head)] = p.head
+    out[len(p.head):] = _filled(p.fill, m - len(p.head))
+    return out
+
+
+def _filled(fill, count: int) -> np.ndarray:
+    out = np.empty(count, dtype=object)
+    out.fill(fill)
+    return out
 
 
 def elementwise(lw, rule, args: list, span):
@@ -113,10 +120,7 @@ def elementwise(lw, rule, args: list, span):
     heads, fills = [], []
     for a in args:
         if isinstance(a, Padded):
-            head = np.empty(m, dtype=object)
-            head[:len(a.head)] = list(a.head)
-            head[len(a.head):] = [a.fill] * (m - len(a.head))
-            heads.append(head)
+            heads.append(_extended(a, m))
             fills.append(a.fill)
         else:
             heads.append(a)
