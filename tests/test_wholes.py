@@ -32,6 +32,14 @@ PROGRAMS = {
         "for i in range(150))", "X", "X"),
     "strided, tiling": (
         "input x[300]\noutput s = sum(x[2 * i] * x[2 * i + 1] for i in range(150))", "x", "x"),
+    "read backwards and forwards": (
+        "input x[200]\ninput w[200]\n"
+        "output s = sum(w[i] * x[199 - i] + x[i] ** 2 for i in range(200))", "xw", "xw"),
+    "rows read backwards": (
+        "input X[150, 2]\noutput s = sum(X[149 - i, 0] * sin(X[149 - i, 1]) for i in range(150))",
+        "X", "X"),
+    "read backwards at a stride, not tiling": (
+        "input x[300]\noutput s = sum(x[299 - 2 * i] * x[i] for i in range(150))", "x", ""),
     "overlapping windows": (
         "input x[200]\noutput s = sum(x[i] * x[i + 1] for i in range(199))", "x", "x"),
     "part of the input": (

@@ -355,19 +355,22 @@ def _materialized(b: Builder, node, active: bytearray, keep_arrays: bool = False
     # x[i] and x[i + 1]) are gathered (stencils.py). A wide window (X[0, j] and X[99, j], a
     # window of 9,901 elements of which 2 are read) is listed: its pullback gives the elements
     # read their parts alone.
-    narrows = iter([1 <= region.streams[j][1] and w <= STENCIL * region.streams[j][1]
-                    and region.streams[j][0] % region.streams[j][1] == 0
-                    for j, w in enumerate(region.widths()) if region.source(j) >= 0])
+    # An input read backwards (x[n - 1 - i]) stays whole so too (wholes.gradient_port).
+    narrows = iter([(1 <= abs(s) and w <= STENCIL * abs(s) and length % abs(s) == 0, s > 0)
+                    for j, ((length, s, _), w) in enumerate(zip(region.streams,
+                                                                region.widths(), strict=True))
+                    if region.source(j) >= 0])
 
     def values_of(a, k, length):
-        narrow = next(narrows)
+        narrow, forwards = next(narrows)
         # An input that no derivative is taken by is data: read in place, never listed. So
         # are a loop's stored values (a comprehension's rows), whose cotangents a pullback
         # then leaves where they lie for the loop's own pullback (`_whole_seeds`).
         source = b.nodes[a]
         if source.op == "array" and ((narrow and keep_arrays) or not active[a]):
             return None
-        if source.op == "region" and not source.attr.carry and narrow and keep_arrays:
+        if source.op == "region" and not source.attr.carry and narrow and forwards and \
+                keep_arrays:
             return None
         made.append((a, [b.part(a, k + e) for e in range(length)]))
         return made[-1][1]

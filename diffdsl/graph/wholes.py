@@ -54,8 +54,10 @@ class WholeCt:
                 yield self.offset + self.stride * i + t, v
 
     def tiles(self, size: int) -> bool:
-        """Whether the iterations' windows tile the input exactly, each element once."""
-        return self.stride == self.width and self.offset == 0 and self.n * self.width == size
+        """Whether the iterations' windows tile the input exactly, each element once, in
+        order or backwards (x[n - 1 - i])."""
+        return abs(self.stride) == self.width and self.n * self.width == size and \
+            self.offset == (0 if self.stride > 0 else size - self.width)
 
 
 def gradient_port(b: Builder, port: Port, parts: list[WholeCt], elements: dict) -> Port:
@@ -69,7 +71,7 @@ def gradient_port(b: Builder, port: Port, parts: list[WholeCt], elements: dict) 
     if first is not None and all(p.tiles(size) and (p.n, p.width) == (first.n, first.width)
                                  for p in parts) and len(elements) <= FEW:
         if len(parts) == 1 and not elements and first.guard is None and \
-                first.row == first.width:
+                first.row == first.width and first.stride > 0:
             return Port(port.shape, (), None, (first.region, first.base))
         return Port(port.shape, (), None, (_copy_loop(b, parts, elements), 0))
     if parts:  # overlapping windows of one stride: a loop gathers each element's cotangents
@@ -113,6 +115,9 @@ def _copy_loop(b: Builder, parts: list[WholeCt], elements: dict) -> int:
     for j in range(len(parts)):
         ports[f"@s{j}"] = Port((w,), tuple(streams[j]))
     body = body_graph(bb.nodes, ports, [], out)
-    spec = tuple(((n - 1) * p.row + w, p.row, 0) for p in parts)
+    # tile i of the input is iteration i of a part that reads it in order, n - 1 - i of one
+    # that reads it backwards
+    spec = tuple(((n - 1) * p.row + w, p.row, 0) if p.stride > 0 else
+                 ((n - 1) * p.row + w, -p.row, (n - 1) * p.row) for p in parts)
     region = Region(n, body, len(caps), spec, (), 0, tuple(p.base for p in parts))
     return b.region(region, captured + [p.region for p in parts])

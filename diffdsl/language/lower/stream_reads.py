@@ -58,8 +58,6 @@ def read(lw, value, index: list, span):
             offset += (item % shape[d]) * strides[d]
         else:
             raise Irregular("a subscript a region cannot read")
-    if any(c < 0 for c in coeffs.values()):
-        raise Irregular("a loop reading an array backwards")
     terms = [(body, coeffs[id(body)]) for body in enclosing]
     rest = shape[len(index):]
     elements = value
@@ -80,9 +78,11 @@ def _window(terms: list, elements: list, offset: int, width: int) -> list[int]:
     in a matrix-vector product), and the inner body streams through it."""
     (body, stride), outer = terms[0], terms[1:]
     if any(c for _, c in outer):
-        span = stride * (body.n - 1) + width  # what the inner loop reads, in one outer step
-        items = _window(outer, elements, offset, span)
-        return [body.read(tuple(items), stride, t) for t in range(width)]
+        # What the inner loop reads in one outer step: from its last iteration's window on
+        # where it reads backwards (a convolution's x[i - j]).
+        back = min(0, stride * (body.n - 1))
+        items = _window(outer, elements, offset + back, abs(stride) * (body.n - 1) + width)
+        return [body.read(tuple(items), stride, t - back) for t in range(width)]
     if isinstance(elements, WholeInput):
         items = WholeItems(elements.node, elements.size)
     else:
