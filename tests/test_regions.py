@@ -469,3 +469,25 @@ def test_a_short_loop_of_a_small_body_or_large_items_is_written_out(source):
     values = point(regions, rng)
     close(regions(values), unrolled(values))
 
+
+@pytest.mark.parametrize("backend", ["cpu", "numpy", "cuda"])
+@pytest.mark.parametrize("source", [
+    "input x[65]\ninput a\noutput s = 1 / sum(x[i] * 0 + a * 0 for i in range(65))",
+    "input x[65]\ninput a\nz = zeros(65)\noutput s = 1 / sum(z * x) + a",
+    "input x[65]\ninput a\noutput s = 1 / max(x[i] * 0 for i in range(65)) + a",
+])
+def test_a_loop_of_positive_zeros_sums_to_positive_zero(source, backend):
+    """Each iteration adds +0.0: the sum is +0.0 (1 / it is inf), as written out; a body that
+    adds its sums in place adds no instruction for a constant +0.0, so its accumulator must
+    not keep the -0.0 it starts at (found by review: `sum(zeros(n) * x)` gave -0.0)."""
+    if backend == "cuda":
+        from diffdsl.backends import cuda
+        if not cuda.available():
+            pytest.skip("no CUDA device and no simulator")
+    regions, unrolled = both(source)
+    assert has_regions(regions.graph)
+    values = {"x": np.linspace(0.5, 1.5, 65), "a": 0.5}
+    assert unrolled(values, backend="numpy") == np.inf
+    assert regions(values, backend=backend) == np.inf
+    batch = {"x": np.ones((2, 65)), "a": np.ones(2)}
+    assert np.all(regions(batch, backend=backend) == np.inf)

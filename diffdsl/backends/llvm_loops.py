@@ -5,6 +5,7 @@ graph's layout (llvm._Layout): where each value lives, and each region's areas o
 
 from __future__ import annotations
 
+import math
 from itertools import pairwise
 
 from ..graph.ir import Graph
@@ -217,6 +218,12 @@ def loop(graph: Graph, plan, i: int, value, port, block: list, t: str, prefix: s
                 f"%{z}.more = icmp slt i64 %{z}.en, {stop}",
                 f"br i1 %{z}.more, label %{z}, label %{z}.done", f"{z}.done:"]
         block[0] = f"{z}.done"
+    if adds:  # a body adding +0.0 adds no instruction: its sum is +0.0, as written out
+        body, ids = region.body.nodes, region.body.outputs["@sum"].ids
+        for e, o in enumerate(ids):
+            if body[o].op == "const" and body[o].attr == 0 and \
+                    math.copysign(1.0, body[o].attr) > 0:
+                out.append(f"store {t} 0.0, ptr {scratch(f'{r}.pz{e}', area['buf'] + e)}")
     bases, at = [], region.captures
     for j in range(len(region.streams)):
         ids = node.args[at:at + region.taken(j)]

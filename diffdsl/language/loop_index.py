@@ -71,8 +71,12 @@ def compare(test, a, b) -> bool:
     (body, k), = index.terms
     n = body.n
     if test in (operator.eq, operator.ne):  # the other side is v(i) in one iteration at most
-        exact = (other - index.b) / k
-        near = (math.floor(exact), math.ceil(exact)) if math.isfinite(exact) else ()
+        if isinstance(other, int):  # exactly, however large (i == 10 ** 400)
+            q, r = divmod(other - index.b, k)
+            near = () if r else (q,)
+        else:
+            exact = (other - index.b) / k
+            near = (math.floor(exact), math.ceil(exact)) if math.isfinite(exact) else ()
         hits = [i for i in near if 0 <= i < n and index.b + k * i == other]
         if hits:  # the answer differs from the last iteration's there, or before the last
             raise Changes(body, hits[0] if hits[0] < n - 1 else n - 2)

@@ -195,6 +195,8 @@ def misplaced_return(lw, st: s.Return, scope: dict) -> None:
 
 def _bind(lw, name: str, value, scope: dict, span) -> None:
     _not_taken(lw, name, span)
+    if name in lw.wrt:  # a derivative's variable: tagged element by element (bindings.py)
+        value = elements(lw, value)
     scope[name] = lw.bound(name, value)
 
 
