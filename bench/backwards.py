@@ -3,10 +3,14 @@ fresh process with an empty cache, and a gradient call, beside the same gradient
 hand in NumPy (vectorised, the strongest we could write for these: reversed views).
 
     python bench/backwards.py [--sizes 10000 100000 1000000] [--calls 20] [--diffdsl PATH]
+                              [--no-trim]
 
 Programs: a dot product of w with x reversed, and a symmetry penalty, the squared differences
 of x and x reversed (its gradient adds what the loop read forwards and backwards). `--diffdsl`
-runs another checkout (an earlier commit, where both were written out) the same way. The
+runs another checkout (an earlier commit, where both were written out) the same way.
+`--no-trim` keeps glibc from giving freed memory back to the system (`mallopt`): by default
+the gradient's fresh output arrays of a large input lie on pages the system maps anew each
+call, which costs both sides about 0.3 ms per MB (0.5 of diffdsl's 0.84 ms at 10^5). The
 figures include Python's start, imports, lowering, autodiff and LLVM; making the data is not
 counted.
 """
@@ -36,7 +40,10 @@ output s = sum((x[i] - x[{n} - 1 - i]) ** 2 for i in range({n}))
 }
 
 CHILD = r"""
-import json, sys, time
+import ctypes, json, os, sys, time
+if os.environ.get("BENCH_NO_TRIM"):  # M_TRIM_THRESHOLD and M_MMAP_THRESHOLD: 1 GB
+    ctypes.CDLL("libc.so.6").mallopt(-1, 1 << 30)
+    ctypes.CDLL("libc.so.6").mallopt(-3, 1 << 30)
 start = time.perf_counter()
 import numpy as np
 import diffdsl
@@ -73,10 +80,12 @@ print(json.dumps({"first": first, "call": per_call, "numpy": numpy, "error": err
 """
 
 
-def run(name: str, n: int, calls: int, checkout: str | None) -> dict:
+def run(name: str, n: int, calls: int, checkout: str | None, no_trim: bool) -> dict:
     env = dict(os.environ, DIFFDSL_CACHE_DIR=tempfile.mkdtemp(prefix="dd-back-"))
     if checkout:
         env["PYTHONPATH"] = checkout
+    if no_trim:
+        env["BENCH_NO_TRIM"] = "1"
     source = PROGRAMS[name].format(n=n)
     done = subprocess.run([sys.executable, "-c", CHILD, name, str(calls), source],
                           capture_output=True, text=True, env=env, timeout=600,
@@ -91,12 +100,13 @@ def main() -> None:
     ap.add_argument("--sizes", nargs="+", type=int, default=[10_000, 100_000, 1_000_000])
     ap.add_argument("--calls", type=int, default=20)
     ap.add_argument("--diffdsl", help="another checkout to run the same way")
+    ap.add_argument("--no-trim", action="store_true", help="malloc keeps freed memory")
     args = ap.parse_args()
     print(machine())
     rows = []
     for name in PROGRAMS:
         for n in args.sizes:
-            got = run(name, n, args.calls, args.diffdsl)
+            got = run(name, n, args.calls, args.diffdsl, args.no_trim)
             if "failed" in got:
                 rows.append([name, f"{n:,}", got["failed"][:60], "", "", "", "", ""])
             else:
