@@ -60,6 +60,9 @@ PROGRAMS = {
     "read backwards": (
         "input x[{n}]\nr = [exp(x[i]) for i in range({n})]\n"
         "output s = sum(r[{n} - 1 - i] * x[i] for i in range({n}))"),
+    "stored, read backwards": (
+        "input x[{n}]\nr = [" + BIG + " for i in range({n})]\n"
+        "output s = sum(r[{n} - 1 - i] * x[i] for i in range({n}))"),
     "read by a nested loop": (
         "input x[{n}]\ninput W[70, {n}]\nr = [tanh(x[i]) for i in range({n})]\n"
         "output s = sum(sum(W[j, i] * r[i] for i in range({n})) ** 2 for j in range(70))"),
@@ -101,7 +104,7 @@ def test_fused_rows_agree_with_the_program_written_out(name):
     agrees_written_out(PROGRAMS[name].format(n=N), hvp=True)
 
 
-GROW = sorted(set(PROGRAMS) - {"read at static indices and sliced", "read backwards",
+GROW = sorted(set(PROGRAMS) - {"read at static indices and sliced", "stored, read backwards",
                                "strided and shifted reads",  # a loop of 50: written out
                                # at 10^5 rows the loop of 3 is kept too, and its body's
                                # loop, nested, lists the rows
@@ -131,14 +134,15 @@ def parts(prog) -> int:
 def test_what_is_fused_what_is_stored_and_what_is_listed():
     """A body within the limit is built into its readers (no part node per row); one past it
     is computed once, by its own loop, whose readers stream its values as it stored them;
-    a read backwards and a nested reader list the rows as part nodes."""
+    such rows read backwards, and a nested reader, list the rows as part nodes."""
     fused = build(PROGRAMS["a comprehension squared and summed"].format(n=N))
     assert parts(fused) == 1  # the sum's
     large = build(PROGRAMS["a body past the fusion limit"].format(n=N))
     ops = Counter(node.op for node in large.graph.nodes)
     assert ops["region"] == 3 and parts(large) == 2  # map, sum, max; the sum and the max
     assert ops_in_bodies(large.graph)["sin"] == 90  # once, in the map's body
-    for name in ("read backwards", "read by a nested loop"):
+    assert parts(build(PROGRAMS["read backwards"].format(n=N))) == 1  # fused, backwards
+    for name in ("stored, read backwards", "read by a nested loop"):
         assert parts(build(PROGRAMS[name].format(n=N))) >= N, name
 
 
@@ -201,12 +205,14 @@ REDUCE = ["sum({})", "mean({})", "max({})", "min({})", "logsumexp({})"]
 def chains(draw):
     lines = ["input x[80]", "input y[80]", "input a"]
     arrays = ["x", "y"]
+    length = {"x": 80, "y": 80}
     for k in range(draw(st.integers(1, 4))):
         n = 76 - 3 * k  # each past `unroll`; a read i + 3 within every array before
         shift = draw(st.integers(0, 3))
         src = draw(st.sampled_from(arrays))
         other = draw(st.sampled_from(arrays + ["a"]))
-        term = f"{src}[i + {shift}]"
+        term = f"{src}[i + {shift}]" if draw(st.booleans()) else \
+            f"{src}[{length[src] - 1 - shift} - i]"  # backwards
         if other != "a":
             term = f"({term} + {other}[i])"
         else:
@@ -214,6 +220,7 @@ def chains(draw):
         body = draw(st.sampled_from(FUNCS)).format(term, term)
         lines.append(f"r{k} = [{body} for i in range({n})]")
         arrays.append(f"r{k}")
+        length[f"r{k}"] = n
     last = arrays[-1]
     total = draw(st.sampled_from(REDUCE)).format(last)
     lines.append(f"output s = {total} + sum({arrays[-1]}[i] * {arrays[2]}[i] "

@@ -81,10 +81,10 @@ def _parts(lw, m: Mapped, b, rows) -> np.ndarray:
 
 def fused(lw, m: Mapped, index: list, span):
     """`m[index]` in the body being lowered, where the first subscript is an `Index` of that
-    body alone (`i + c`, `2 * i`) and the rest static: row `index[0]` computed there by the
-    comprehension's body, or, where that body is over `FUSED` nodes, read where its loop
-    stored it; indexed by the rest. None where it is not so read or the body being lowered
-    is nested (the caller lists `m`)."""
+    body alone (`i + c`, `2 * i`, `n - 1 - i`) and the rest static: row `index[0]` computed
+    there by the comprehension's body, or, where that body is over `FUSED` nodes, read where
+    its loop stored it; indexed by the rest. None where it is not so read, the body being
+    lowered is nested, or stored rows are read backwards (the caller lists `m`)."""
     bb = lw.v.b
     (first, _), rest = index[0], index[1:]
     if not (isinstance(bb, BodyBuilder) and isinstance(bb.parent, Builder)
@@ -93,18 +93,19 @@ def fused(lw, m: Mapped, index: list, span):
             and all(type(item) is int for item, _ in rest)):
         return None
     a = first.terms[0][1]
-    if a < 0:  # read backwards: listed, as a stream cannot
-        return None
-    low, high = first.b + min(0, a * (bb.n - 1)), first.b + max(0, a * (bb.n - 1))
-    if low < 0 or high >= m.shape[0]:
-        raise Irregular("an index out of range in some iteration")
     root = bb.parent
     node = root.nodes[m.node]
     region = node.attr
+    stored = len(region.body.nodes) > FUSED or (region.whole and max(region.whole) > 0)
+    if a < 0 and stored:  # stored rows read backwards: listed (their pullback reads
+        return None  # a loop's values forwards only)
+    low, high = first.b + min(0, a * (bb.n - 1)), first.b + max(0, a * (bb.n - 1))
+    if low < 0 or high >= m.shape[0]:
+        raise Irregular("an index out of range in some iteration")
     key = (m.node, a, first.b)
     values = bb.fused.get(key)
     if values is None:
-        if len(region.body.nodes) > FUSED or (region.whole and max(region.whole) > 0):
+        if stored:
             values = _stored(bb, m, a, first.b)
         else:
             values = _inline(bb, region, node.args, a, first.b, first)
