@@ -103,7 +103,7 @@ def number_array(lw, e: s.NumberArray, scope):  # a literal the parser read in b
 
 def comprehension(lw, e: s.Comprehension, scope):
     n = regular_range(lw, e.clauses, scope)
-    if n is not None and padded.holds_padded(scope):  # written out up to a tail of one value
+    if n is not None:  # where the scope holds a Padded: written out up to a tail of one value
         value = padded.split(lw, e.elt, e.clauses[0], n, scope, e.span)
         if value is not None:
             return value

@@ -20,7 +20,7 @@ import numpy as np
 
 from ...graph.ir import Builder
 from ..loop_index import Changes, Index
-from ..values import Dyn, is_array
+from ..values import Dyn, is_array, memo_key
 from .regions import BodyBuilder, Irregular, in_body, range_bounds
 from .wholes import Shaped
 
@@ -48,10 +48,8 @@ def make(head, fill, n: int, span):
 
 
 def _same(a, b) -> bool:
-    """Whether static numbers `a` and `b` are one value (0.0 and -0.0 are not)."""
-    if isinstance(a, Dyn) or isinstance(b, Dyn) or type(a) is not type(b):
-        return False
-    return a.hex() == b.hex() if type(a) is float else a == b
+    """Whether `a` and `b` are one value (0.0 and -0.0 are not), as `Values.merge` asks."""
+    return type(a) is type(b) and memo_key(a) == memo_key(b)
 
 
 def filled(lw, n: int, fill, span):
@@ -95,13 +93,7 @@ def _extended(p: Padded, m: int) -> np.ndarray:
     """A new array of the first m elements of `p` (m at least its head's length)."""
     out = np.empty(m, dtype=object)
     out[:len(p.head)] = p.head
-    out[len(p.head):] = _filled(p.fill, m - len(p.head))
-    return out
-
-
-def _filled(fill, count: int) -> np.ndarray:
-    out = np.empty(count, dtype=object)
-    out.fill(fill)
+    out[len(p.head):] = np.full(m - len(p.head), p.fill, dtype=object)
     return out
 
 
@@ -172,15 +164,18 @@ MOVES = 8
 
 
 def split(lw, elt, clause, n: int, scope, span):
-    """`[elt for NAME in range(...)]` (n iterations, a scope holding a Padded) as a Padded:
+    """`[elt for NAME in range(...)]` (n iterations) as a Padded, where its scope holds one:
     the iterations before some k written out, the rest lowered once as a loop's body whose
     value is the same in every iteration (static, or a node from outside the loop), that
-    value the fill. None where no such k is found (the caller lowers the comprehension as
-    before)."""
+    value the fill. None where the scope holds none or no such k is found (the caller
+    lowers the comprehension as before)."""
     if not isinstance(lw.v.b, Builder) or clause.name in lw.wrt or n <= lw.v.limits.unroll:
         return None
+    held = _padded(scope)
+    if not held:
+        return None
     start = range_bounds(lw, clause.iter, scope)[0]
-    k = min(max((len(v.head) for v in _padded(scope)), default=0), n)
+    k = min(max(len(v.head) for v in held), n)
     for _ in range(MOVES):
         if k >= n:
             return None
@@ -230,7 +225,3 @@ def _padded(scope) -> list:
         else:
             found += [v for v in m.values() if isinstance(v, Padded)]
     return found
-
-
-def holds_padded(scope) -> bool:
-    return bool(_padded(scope))
