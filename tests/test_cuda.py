@@ -84,10 +84,15 @@ def test_every_op_at_special_values(backend, dtype):
         want = {"out": prog(inputs, backend="numpy", dtype=dtype)}
         got.update(prog.jacobian(inputs, mode="forward", backend=name, dtype=dtype))
         want.update(prog.jacobian(inputs, mode="forward", backend="numpy", dtype=dtype))
+    # On a real GPU libdevice's functions may be an ulp from NumPy's, and a derivative written
+    # as 1 - tanh(x)**2 (as JAX and PyTorch write it too) turns an ulp of tanh into an
+    # absolute error of an ulp of 1: 3e-17 at x = -8, where it is 4.5e-7 (seen on an H200).
+    # The simulator computes with NumPy's own functions: exact there, and values stay exact.
+    atol = 0 if cb.simulated() else 4 * np.finfo(dtype).eps
     for key, value in want.items():
         assert got[key].dtype == np.dtype(dtype)
-        np.testing.assert_allclose(got[key], value, rtol=rtol, atol=0, equal_nan=True,
-                                   err_msg=key)
+        np.testing.assert_allclose(got[key], value, rtol=rtol, atol=0 if key == "out" else atol,
+                                   equal_nan=True, err_msg=key)
         zero = value == 0
         assert (np.signbit(got[key][zero]) == np.signbit(value[zero])).all(), key
 
@@ -343,3 +348,17 @@ def test_cuda_without_a_gpu_is_a_clear_error(tmp_path):
                           env=env, cwd=tmp_path, timeout=120)
     assert done.returncode == 2, done.stderr
     assert "needs an NVIDIA GPU" in done.stderr and "Traceback" not in done.stderr
+
+
+def test_a_kernel_compiles_on_a_deep_stack(monkeypatch):
+    """Numba's type inference recurses once a block, and a graph of selects has thousands of
+    blocks in a row: on a real GPU examples/gauss.dd's kernel (23,490) raised RecursionError
+    at the default limit. `warm` compiles, by a one-row launch, on a deep stack."""
+    def deep(k):
+        return 0 if k == 0 else 1 + deep(k - 1)
+
+    depth = {}
+    monkeypatch.setattr(cb.Kernel, "run", lambda self, *a, **k: depth.update(d=deep(50_000)))
+    kernel = cb.Kernel.__new__(cb.Kernel)
+    kernel.dtype, kernel.in_sizes = np.dtype("float64"), [1]
+    assert kernel.warm() is kernel and depth["d"] == 50_000

@@ -26,6 +26,7 @@ import warnings
 
 import numpy as np
 
+from .. import deepstack
 from ..graph.ir import Graph, verify
 from ..graph.loops import expand
 from . import cuda_tape, numba_text
@@ -38,6 +39,9 @@ from .cudasim import SIM_MATH
 # from memory, a bigger gap than on the CPU, so the CUDA threshold sits above the CPU's;
 # bench/cuda_batch.py --paths straight tape measures both on a real GPU.
 TAPE_THRESHOLD = 6000
+# The recursion limit and stack that compiling a kernel gets (`Kernel.warm`).
+COMPILE_FRAMES = 400_000
+COMPILE_STACK_BYTES = 512 * 1024 * 1024
 # One thread per row; 128 threads a block leaves every kernel its full 255 registers a thread.
 THREADS_PER_BLOCK = 128
 # The tape's scratch (live values x rows of a chunk) stays under this; big batches run in
@@ -312,9 +316,13 @@ class Kernel:
                 store[grid, tpb](V, Y, slots, start, count)
 
     def warm(self) -> Kernel:
-        """Compile (or load from Numba's cache) now, with a one-row launch."""
-        self.run([np.zeros((1, size), dtype=self.dtype) for size in self.in_sizes], 1,
-                 host=True)
+        """Compile (or load from Numba's cache) now, with a one-row launch. Numba's type
+        inference walks the kernel's blocks recursively, one frame a block, and a graph of
+        selects has thousands in a row (examples/gauss.dd: over 23,000, a RecursionError on a
+        real GPU; the simulator compiles nothing), so it compiles on a deep stack."""
+        deepstack.call(COMPILE_FRAMES, COMPILE_STACK_BYTES, self.run,
+                       [np.zeros((1, size), dtype=self.dtype) for size in self.in_sizes], 1,
+                       host=True)
         return self
 
     def compiled_now(self) -> int:
