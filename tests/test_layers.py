@@ -56,6 +56,7 @@ LAYERS = {
     "graph/verify": 1.9,  # well-formed graphs: what backends and builders check
     "graph/ir": 2,
     "graph/loops": 2.75,  # regions: built, unrolled, inlined, differentiated
+    "graph/hoist": 2.76,  # work a loop repeats in every iteration, done once before it
     "graph/ports": 2.5,  # derivative graphs' port names; which output and inputs
     "graph/stencils": 2.78,  # gradients of inputs read at overlapping windows: gathered
     "graph/wholes": 2.8,  # gradients with respect to inputs read whole: kept whole

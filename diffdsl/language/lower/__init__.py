@@ -23,6 +23,7 @@ from __future__ import annotations
 from ... import deepstack
 from ... import limits as limits_
 from ...errors import AssignmentError, LimitError, Span, StaticValueError
+from ...graph.hoist import hoisted
 from ...graph.ir import Builder, Graph, Port
 from .. import syntax as s
 from ..values import Values
@@ -114,7 +115,8 @@ class _Lowerer:
         if not self.outputs:
             raise AssignmentError("the program has no output", _end_span(self.program),
                                   hint="add a line such as `output y = ...`")
-        return self.b.graph(self.inputs, self._untagged_outputs())
+        # Work a loop repeats in every iteration is done once before it (graph/hoist.py).
+        return hoisted(self.b.graph(self.inputs, self._untagged_outputs()))
 
     def _untagged_outputs(self) -> dict[str, Port]:
         """The outputs with every tag replaced by its value (bindings.strip)."""
