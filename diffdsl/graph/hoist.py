@@ -20,7 +20,7 @@ loop; a derivative may differ in its last bits, as a sum in another order does.
 from __future__ import annotations
 
 from .ir import Builder, Graph, Port
-from .loops import LEAVES, has_regions, initial_state, leaf, split_args
+from .loops import LEAVES, has_regions, initial_state, split_args
 from .region import Region
 
 _VARIANT = ("region", "part", "array")  # never moved out, nor anything that reads them
@@ -217,13 +217,19 @@ def _trimmed(region: Region, args: list[int]) -> tuple[Region, list[int]]:
     kept = [j for j, ids in enumerate(streams) if any(x in read for x in ids)]
     if len(keep) == len(caps) and len(kept) == len(streams):
         return region, args
-    given = {caps[k]: ("@c", c) for c, k in enumerate(keep)}
+    # The captures kept past the last place are moved into the places of those dropped:
+    # the others keep theirs (a GMM's 10^5 captures of its factors stay where they are).
+    holes = iter([k for k in range(len(keep)) if caps[k] not in read])
+    order = sorted(keep, key=lambda k: k if k < len(keep) else next(holes))
+    given = {caps[k]: ("@c", c) for c, k in enumerate(order) if c != k}
     for j2, j in enumerate(kept):
-        given.update({x: (f"@s{j2}", t) for t, x in enumerate(streams[j])})
-    bb, ids = _copied(body, given, dropped={*caps, *(x for ids in streams for x in ids)})
+        given.update({x: (f"@s{j2}", t) for t, x in enumerate(streams[j]) if j2 != j})
+    gone = set(caps) - {caps[k] for k in keep}
+    gone.update(x for j, ids in enumerate(streams) if j not in kept for x in ids)
+    bb, ids = _copied(body, given, dropped=gone)
     inputs = {name: p.moved(ids) for name, p in body.inputs.items()
               if name in ("@i", "@h")}
-    inputs["@c"] = Port((len(keep),), tuple(ids[caps[k]] for k in keep), body.inputs["@c"].span)
+    inputs["@c"] = Port((len(keep),), tuple(ids[caps[k]] for k in order), body.inputs["@c"].span)
     for j2, j in enumerate(kept):
         inputs[f"@s{j2}"] = Port((len(streams[j]),), tuple(ids[x] for x in streams[j]))
     whole = tuple(region.source(j) for j in kept)
@@ -231,7 +237,7 @@ def _trimmed(region: Region, args: list[int]) -> tuple[Region, list[int]]:
                      tuple(region.streams[j] for j in kept), region.combine, region.carry,
                      whole if any(k >= 0 for k in whole) else ())
     captured, streamed = split_args(region, args)
-    return trimmed, [captured[k] for k in keep] + [a for j in kept for a in streamed[j]] + \
+    return trimmed, [captured[k] for k in order] + [a for j in kept for a in streamed[j]] + \
         initial_state(region, args)
 
 
@@ -256,13 +262,18 @@ def _copied(graph: Graph, given=None, dropped=frozenset(), regions=None, upto=No
     bb = Builder()
     given = given or {}
     ids: list[int] = [-1] * len(graph.nodes)
-    for i, node in enumerate(graph.nodes[:None if upto is None else upto + 1]):
+    nodes = graph.nodes[:None if upto is None else upto + 1]
+    # The leaves kept as they are first (they read nothing), taken whole: a body's 10^5
+    # captures cost a table entry each, not a node made each.
+    plain = [i for i, node in enumerate(nodes)
+             if node.op in LEAVES and i not in given and i not in dropped]
+    for i, new in zip(plain, bb.leaves([nodes[i] for i in plain]), strict=True):
+        ids[i] = new
+    for i, node in enumerate(nodes):
         if i in given:
             ids[i] = bb.input(*given[i])
-        elif i in dropped:
+        elif i in dropped or node.op in LEAVES:
             continue
-        elif node.op in LEAVES:
-            ids[i] = leaf(bb, node)
         elif node.op == "region":
             region, args = node.attr, [ids[a] for a in node.args]
             if regions is not None:

@@ -233,6 +233,25 @@ class Builder:
         (`Region.whole`); its element k, read alone, is `input(name, k)`."""
         return self._intern(("array", (), (name, size)), "array", (), (name, size))
 
+    def leaves(self, nodes) -> list[int]:
+        """Leaves of another graph (constants, inputs, arrays) added as they are where new:
+        their ids here. A body of 10^5 captures is copied at a table entry each, not a node
+        made each (graph/hoist.py rebuilds bodies)."""
+        ids = []
+        for node in nodes:
+            key = ("const", (), node.attr.hex()) if node.op == "const" else \
+                (node.op, (), node.attr)
+            found = self._index.get(key)
+            if found is None:
+                found = len(self.nodes)
+                if found >= self.max_nodes:
+                    raise limits.exceeded("nodes", self.max_nodes,
+                                          f"the graph needs more than {self.max_nodes:,} nodes")
+                self.nodes.append(node)
+                self._index[key] = found
+            ids.append(found)
+        return ids
+
     def is_const(self, i: int) -> bool:
         return self.nodes[i].op == "const"
 
