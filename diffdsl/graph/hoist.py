@@ -217,10 +217,10 @@ def _trimmed(region: Region, args: list[int]) -> tuple[Region, list[int]]:
     kept = [j for j, ids in enumerate(streams) if any(x in read for x in ids)]
     if len(keep) == len(caps) and len(kept) == len(streams):
         return region, args
-    # The captures kept past the last place are moved into the places of those dropped:
-    # the others keep theirs (a GMM's 10^5 captures of its factors stay where they are).
-    holes = iter([k for k in range(len(keep)) if caps[k] not in read])
-    order = sorted(keep, key=lambda k: k if k < len(keep) else next(holes))
+    # In their order: captures in a row stay in a row, which a stream of them reads in place
+    # (moving the last into the places of those dropped broke the rows of a GMM's lifted
+    # work into scattered elements, gathered one by one in every iteration).
+    order = keep
     given = {caps[k]: ("@c", c) for c, k in enumerate(order) if c != k}
     for j2, j in enumerate(kept):
         given.update({x: (f"@s{j2}", t) for t, x in enumerate(streams[j]) if j2 != j})
