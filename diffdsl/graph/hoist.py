@@ -19,9 +19,10 @@ loop; a derivative may differ in its last bits, as a sum in another order does.
 
 from __future__ import annotations
 
-from .ir import Builder, Graph, Port
+from .ir import Builder, Graph, Node, Port, prune
 from .loops import LEAVES, has_regions, initial_state, split_args
 from .region import Region
+from .verify import verify, verifying
 
 _VARIANT = ("region", "part", "array")  # never moved out, nor anything that reads them
 # Ops a load costs about as much as: an inner loop's outer-invariant work made of these
@@ -217,27 +218,27 @@ def _trimmed(region: Region, args: list[int]) -> tuple[Region, list[int]]:
     kept = [j for j, ids in enumerate(streams) if any(x in read for x in ids)]
     if len(keep) == len(caps) and len(kept) == len(streams):
         return region, args
-    # In their order: captures in a row stay in a row, which a stream of them reads in place
-    # (moving the last into the places of those dropped broke the rows of a GMM's lifted
-    # work into scattered elements, gathered one by one in every iteration).
-    order = keep
-    given = {caps[k]: ("@c", c) for c, k in enumerate(order) if c != k}
+    # The inputs kept are renamed in place, in their order (captures in a row stay in a row,
+    # which a stream of them reads in place), and `prune` drops the others: no node of the
+    # body is made again (a GMM's body holds 10^5 captures of its factors).
+    nodes = list(body.nodes)
+    for c, k in enumerate(keep):
+        if c != k:
+            nodes[caps[k]] = Node("input", (), ("@c", c))
     for j2, j in enumerate(kept):
-        given.update({x: (f"@s{j2}", t) for t, x in enumerate(streams[j]) if j2 != j})
-    gone = set(caps) - {caps[k] for k in keep}
-    gone.update(x for j, ids in enumerate(streams) if j not in kept for x in ids)
-    bb, ids = _copied(body, given, dropped=gone)
-    inputs = {name: p.moved(ids) for name, p in body.inputs.items()
-              if name in ("@i", "@h")}
-    inputs["@c"] = Port((len(keep),), tuple(ids[caps[k]] for k in order), body.inputs["@c"].span)
+        for t, x in enumerate(streams[j] if j2 != j else ()):
+            nodes[x] = Node("input", (), (f"@s{j2}", t))
+    inputs = {name: p for name, p in body.inputs.items() if name in ("@i", "@h")}
+    inputs["@c"] = Port((len(keep),), tuple(caps[k] for k in keep), body.inputs["@c"].span)
     for j2, j in enumerate(kept):
-        inputs[f"@s{j2}"] = Port((len(streams[j]),), tuple(ids[x] for x in streams[j]))
+        inputs[f"@s{j2}"] = Port((len(streams[j]),), tuple(streams[j]))
+    new_body = prune(nodes, inputs, dict(body.outputs))
     whole = tuple(region.source(j) for j in kept)
-    trimmed = Region(region.n, bb.graph(inputs, _ports(body, ids)[1]), len(keep),
+    trimmed = Region(region.n, verify(new_body) if verifying() else new_body, len(keep),
                      tuple(region.streams[j] for j in kept), region.combine, region.carry,
                      whole if any(k >= 0 for k in whole) else ())
     captured, streamed = split_args(region, args)
-    return trimmed, [captured[k] for k in order] + [a for j in kept for a in streamed[j]] + \
+    return trimmed, [captured[k] for k in keep] + [a for j in kept for a in streamed[j]] + \
         initial_state(region, args)
 
 
