@@ -62,6 +62,34 @@ input a
 output s = sum(sum(x[i] * log(1 + w[c] ** 2) * c + exp(a * w[c]) for c in range(k))
                for i in range(n))
 """,
+    "an outer loop's value in an inner loop": """
+const n = 70
+const k = 68
+input x[n]
+input w[k]
+output s = sum(sum(exp(x[i]) * w[c] + sin(w[c] * x[i]) for c in range(k)) for i in range(n))
+""",
+    "a scan around an inner minimum": """
+const n = 70
+const k = 66
+input x[n]
+input w[k]
+input a
+y = 0
+for t in range(n) {
+    y = 0.5 * y + min(exp(a * w[c]) + (x[t] - w[c]) ** 2 for c in range(k))
+}
+output out = y
+""",
+    "strided and reversed inner reads": """
+const n = 70
+const k = 66
+input x[n]
+input v[2 * k + 2]
+input w[k]
+output s = sum(sum(x[i] * exp(v[2 * c + 1]) + sin(w[k - 1 - c]) * x[i] ** 2
+                   for c in range(k)) for i in range(n))
+""",
 }
 
 
@@ -107,8 +135,8 @@ def bodies(graph):
 
 def moved_ops(graph) -> list[str]:
     """The ops some body computes that are the same in all its iterations."""
-    return [body.nodes[i].op for _, body in bodies(graph)
-            for i, same in enumerate(invariant_nodes(body))
+    return [body.nodes[i].op for region, body in bodies(graph)
+            for i, same in enumerate(invariant_nodes(region))
             if same and body.nodes[i].op not in LEAVES]
 
 
@@ -168,8 +196,9 @@ def test_hoisting_changes_no_value_and_no_derivative(name, backend):
 @pytest.mark.parametrize("backend", ["cpu", "numpy"])
 def test_special_values_keep_their_nans_and_infinities(backend):
     """log(a) at a = 0 (-inf), at a < 0 (NaN), exp(1 / a) past overflow: moved out of the
-    loop, the value is the same bits, and the gradient has no NaN the loop did not make. It
-    may have an infinity where the loop made a NaN: at a = 1e-300, d/da of exp(1 / a) * x[i]**2
+    loop, the value is the same, and at these points the gradient has no NaN the loop did
+    not make (one can: graph/hoist.py's docstring). It has an infinity where the loop made a
+    NaN: at a = 1e-300, d/da of exp(1 / a) * x[i]**2
     is -inf * x[i]**2, NaN in the iteration where x[i] = 0, while the hoisted exp(1 / a)'s
     cotangent is the sum of the x[i]**2 first, then taken through exp once: -inf (as JAX
     gives it, computing exp(1 / a) once too)."""
@@ -239,3 +268,42 @@ output s = sum(({body}) * 0.01 + {outer} for i in range(n))
         close(*[p.evaluate(one, backend="cpu") for p in progs])
         close(progs[0].grad(one, backend="cpu"), progs[1].grad(one, backend="cpu"))
         close(progs[0].grad(one, backend="numpy"), progs[1].grad(one, backend="numpy"))
+
+
+
+def test_three_loops_deep_agree_with_and_without_hoisting():
+    """exp(w[c]) in the innermost of three loops: moved out level by level, it is computed
+    k times, not n * m * k."""
+    source = """
+const n = 66
+const m = 65
+const k = 67
+input x[n]
+input y[m]
+input w[k]
+output s = sum(sum(sum(x[i] * y[j] * exp(w[c]) for c in range(k)) for j in range(m))
+               for i in range(n))
+"""
+    progs = [compiled(source), compiled(source, hoisting=False)]
+    assert functions_computed(progs[0].graph) == 67 < functions_computed(progs[1].graph)
+    one = point(progs[0], np.random.default_rng(5))
+    for backend in ("numpy", "cpu"):
+        close(*[p.evaluate(one, backend=backend) for p in progs])
+        close(*[p.grad(one, backend=backend) for p in progs])
+
+
+def test_hoisting_past_the_node_limit_keeps_the_loops_as_lowered(monkeypatch):
+    """Hoisting lists an inner loop's moved rows as captures, so its graph may be larger than
+    the one lowered: where its builder passes the node limit, the program compiles as
+    lowered instead of failing."""
+    source = PROGRAMS["a mixture's components inside the loop over the points"]
+    kept = compiled(source, hoisting=False).graph
+    real = lowering.hoisted
+    monkeypatch.setattr(lowering, "hoisted", lambda graph: _limited(real, graph))
+    assert diffdsl.compile(source, cache=False).graph == kept
+
+
+def _limited(hoist, graph):
+    """`hoist(graph)` with the node limit at the graph's own size: the rows it adds pass it."""
+    with diffdsl.limits.using(nodes=len(graph.nodes)):
+        return hoist(graph)

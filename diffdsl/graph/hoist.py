@@ -1,20 +1,31 @@
 """Work a loop does the same in every iteration, done once before it (loop-invariant code
 motion), so that a loop costs what varies in it.
 
-- A body's nodes that depend on its captures and constants alone, not on its index, its
-  streams or a carried state, are computed before the loop, which passes their values in as
-  more captures (`_moved_out`).
+- A body's nodes that depend on its captures, constants and streams of stride 0 alone (not
+  on its index, its other streams or a carried state) are computed before the loop, which
+  passes their values in as more captures (`_moved_out`). An outer loop's value reaches an
+  inner loop as a stream of stride 0: `exp(x[i])` in a loop over `c` inside the loop over
+  `i` is computed once an outer iteration.
 - A loop inside a body whose work depends on its own index and on values the same in every
   iteration of the outer loop (a GMM's loop over the components, inside the loop over the
   points, computes exp(q[c, j]) and sum(q[c]): n * k * d exponentials for k * d values) has
   that work done by a map region before the outer loop, whose rows the inner loop streams
-  (`_lifted`).
-- Captures that only the moved work read are dropped (`_trimmed`).
+  (`_lifted`). The rows are listed as captures of the outer loop, so this is done only where
+  they are at most twice the elements they are computed from.
+- Captures and streams that only the moved work read are dropped (`_trimmed`).
 
-Hoisting runs on the program's graph when lowering ends, so every derivative of it computes
-the moved work once too (a pullback adds the hoisted values' cotangents over the iterations,
-then takes them through the hoisted nodes once). Values are the same bits as computed in the
-loop; a derivative may differ in its last bits, as a sum in another order does.
+Hoisting runs on the program's graph when lowering ends (where the rows it lists would pass
+the node limit, the graph is kept as lowered), so every derivative of it computes the moved
+work once too: a pullback adds the moved values' cotangents over the iterations first, then
+takes that sum through the moved nodes once. What the program computes is the same: the
+same ops on the same values (bit for bit in the reference interpreter; on the CPU a moved
+`exp` may run in a vectorised loop, ulps from glibc's). A derivative is the same up to the
+order of a sum: its last bits, and where a term overflows, what the order decides. At
+x[i] = 1e307, a = 0, d/da of sum(x[i] * (a * a)) is NaN moved out (the sum of the x[i]
+overflows to inf, times 2a = 0) and 0 in the loop, as written out it is NaN too; at a = 1e-300,
+d/da of sum(exp(1 / a) * x[i] ** 2) is -inf moved out and NaN in the loop where an x[i] is 0.
+Loops whose whole work is the same in every outer iteration (a max over c inside the loop
+over i that reads nothing of i) still run in it: region nodes are never moved.
 """
 
 from __future__ import annotations
@@ -59,11 +70,24 @@ def hoisted(graph: Graph) -> Graph:
     return b.graph(*_ports(graph, ids))
 
 
-def invariant_nodes(body: Graph) -> list[bool]:
-    """Per node of `body`, whether its value is the same in every iteration: a constant, a
-    capture, or an op on such values alone."""
-    captured = set(body.inputs["@c"].ids)
-    return _closure(body, lambda i, node: i in captured)
+def invariant_nodes(region: Region) -> list[bool]:
+    """Per node of the region's body, whether its value is the same in every iteration: a
+    constant, a capture, an element of a stream of stride 0 (an outer loop's value passed
+    into an inner one), or an op on such values alone."""
+    fixed = _fixed_inputs(region)
+    return _closure(region.body, lambda i, node: i in fixed)
+
+
+def _fixed_inputs(region: Region) -> dict[int, tuple[str, int]]:
+    """The body's inputs the same in every iteration: node -> ("@c", k) for a capture, or
+    ("@s", (j, element)) for element `element` of stream j of stride 0 (not read whole)."""
+    body = region.body
+    fixed = {i: ("@c", k) for k, i in enumerate(body.inputs["@c"].ids)}
+    for j, (_, stride, offset) in enumerate(region.streams):
+        if stride == 0 and region.source(j) < 0:
+            fixed.update({x: ("@s", (j, offset + t))
+                          for t, x in enumerate(body.inputs[f"@s{j}"].ids)})
+    return fixed
 
 
 def _closure(body: Graph, fixed) -> list[bool]:
@@ -96,11 +120,11 @@ def _moved_out(b: Builder, region: Region, args: list[int]):
     """(region, args) with the body's invariant work built in `b` before the region node and
     passed in as captures after the region's own; None where the body has none."""
     body = region.body
-    same = invariant_nodes(body)
+    same = invariant_nodes(region)
     frontier = _frontier(body, same)
     if not frontier:
         return None
-    outside = _builder_of(b, body, args)
+    outside = _builder_of(b, region, args)
     at = region.captures
     given = {i: ("@c", at + f) for f, i in enumerate(frontier)}
     bb, ids = _copied(body, given, dropped=_ops(body, same))
@@ -117,8 +141,8 @@ def _lifted(b: Builder, region: Region, args: list[int]):
     one, whose rows the inner loop streams through more captures of this one; None where no
     inner loop has such work."""
     body = region.body
-    same = invariant_nodes(body)
-    outside = _builder_of(b, body, args)
+    same = invariant_nodes(region)
+    outside = _builder_of(b, region, args)
     lifts = {}  # inner region node -> (its rows' map region in b, rows, row width, new body)
     for q, node in enumerate(body.nodes):
         if node.op == "region":
@@ -242,10 +266,14 @@ def _trimmed(region: Region, args: list[int]) -> tuple[Region, list[int]]:
         initial_state(region, args)
 
 
-def _builder_of(b: Builder, body: Graph, args: list[int]):
-    """`outside(i)`: invariant node i of `body` (a region's, whose arguments in `b` are
+def _builder_of(b: Builder, region: Region, args: list[int]):
+    """`outside(i)`: invariant node i of the region's body (its arguments in `b` are
     `args`) built in `b`, once."""
-    made: dict[int, int] = {i: args[k] for k, i in enumerate(body.inputs["@c"].ids)}
+    body = region.body
+    captured, streams = split_args(region, args)
+    made: dict[int, int] = {}
+    for i, (kind, at) in _fixed_inputs(region).items():
+        made[i] = captured[at] if kind == "@c" else streams[at[0]][at[1]]
 
     def outside(i: int) -> int:
         if i not in made:

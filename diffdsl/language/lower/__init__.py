@@ -115,8 +115,11 @@ class _Lowerer:
         if not self.outputs:
             raise AssignmentError("the program has no output", _end_span(self.program),
                                   hint="add a line such as `output y = ...`")
-        # Work a loop repeats in every iteration is done once before it (graph/hoist.py).
-        return hoisted(self.b.graph(self.inputs, self._untagged_outputs()))
+        graph = self.b.graph(self.inputs, self._untagged_outputs())
+        try:  # work a loop repeats in every iteration, done once before it (graph/hoist.py)
+            return hoisted(graph)
+        except LimitError:  # its rows listed would pass the node limit: kept as lowered
+            return graph
 
     def _untagged_outputs(self) -> dict[str, Port]:
         """The outputs with every tag replaced by its value (bindings.strip)."""
