@@ -45,8 +45,8 @@ CHEAP = frozenset(("add", "sub", "mul", "neg", "abs", "select", "min", "max", "l
 def hoisted(graph: Graph) -> Graph:
     """`graph` with each region's invariant work done before it, in loops nested in bodies
     too; `graph` itself where there is none."""
-    if not has_regions(graph):
-        return graph
+    if not any(node.op == "region" and _may_move(node.attr) for node in graph.nodes):
+        return graph  # most loops: nothing to move, and the graph is not copied to see so
     changed = []
 
     def hoist(b: Builder, region: Region, args: list[int], _):
@@ -68,6 +68,12 @@ def hoisted(graph: Graph) -> Graph:
     if not changed:
         return graph
     return b.graph(*_ports(graph, ids))
+
+
+def _may_move(region: Region) -> bool:
+    """Whether the region has work to move out, or loops inside whose work may move."""
+    return has_regions(region.body) or \
+        bool(_frontier(region.body, invariant_nodes(region)))
 
 
 def invariant_nodes(region: Region) -> list[bool]:
@@ -187,10 +193,7 @@ def _inner_lift(b: Builder, inner: Region, qargs, same: list[bool], outside):
     _, streams = split_args(inner, qargs)
     kept = [j for j, ids in enumerate(streams) if inner.source(j) < 0 and
             all(same[a] for a in ids)]
-    fixed = {qb.inputs["@i"].ids[0]: ("@i", 0)}
-    fixed.update({qb.inputs["@c"].ids[k]: ("@c", c) for c, k in enumerate(caps)})
-    for j2, j in enumerate(kept):
-        fixed.update({x: (f"@s{j2}", t) for t, x in enumerate(qb.inputs[f"@s{j}"].ids)})
+    fixed = _renamed(qb, caps, kept)
     lift = _closure(qb, lambda i, node: i in fixed)
     frontier = _frontier(qb, lift)
     if not frontier:
@@ -199,10 +202,7 @@ def _inner_lift(b: Builder, inner: Region, qargs, same: list[bool], outside):
             if lift[i] and node.op not in LEAVES for a in node.args}
     caps = [k for k in caps if qb.inputs["@c"].ids[k] in read]
     kept = [j for j in kept if any(x in read for x in qb.inputs[f"@s{j}"].ids)]
-    fixed = {qb.inputs["@i"].ids[0]: ("@i", 0)}
-    fixed.update({qb.inputs["@c"].ids[k]: ("@c", c) for c, k in enumerate(caps)})
-    for j2, j in enumerate(kept):
-        fixed.update({x: (f"@s{j2}", t) for t, x in enumerate(qb.inputs[f"@s{j}"].ids)})
+    fixed = _renamed(qb, caps, kept)  # the map region's inputs: those the moved work reads
     ops = [node.op for i, node in enumerate(qb.nodes[:frontier[-1] + 1])
            if lift[i] and node.op not in LEAVES]
     if set(ops) <= CHEAP and len(ops) <= len(frontier):
@@ -229,6 +229,16 @@ def _inner_lift(b: Builder, inner: Region, qargs, same: list[bool], outside):
     inputs, outputs = _ports(qb, ids)
     inputs[f"@s{j}"] = Port((len(frontier),), tuple(ids[i] for i in frontier))
     return h, inner.n, len(frontier), bb.graph(inputs, outputs)
+
+
+def _renamed(qb: Graph, caps: list[int], kept: list[int]) -> dict[int, tuple[str, int]]:
+    """Body `qb`'s index, captures `caps` and streams `kept`, as the inputs of a body that
+    takes those alone: node -> (port name, element)."""
+    fixed = {qb.inputs["@i"].ids[0]: ("@i", 0)}
+    fixed.update({qb.inputs["@c"].ids[k]: ("@c", c) for c, k in enumerate(caps)})
+    for j2, j in enumerate(kept):
+        fixed.update({x: (f"@s{j2}", t) for t, x in enumerate(qb.inputs[f"@s{j}"].ids)})
+    return fixed
 
 
 def _trimmed(region: Region, args: list[int]) -> tuple[Region, list[int]]:
@@ -320,9 +330,9 @@ def _ops(graph: Graph, flags: list[bool]) -> set[int]:
     return {i for i, x in enumerate(flags) if x and graph.nodes[i].op not in LEAVES}
 
 
-def _ports(graph: Graph, ids: list[int], skip: str = "") -> tuple[dict, dict]:
-    """`graph`'s input and output ports moved to the new ids (but input `skip`)."""
-    return ({name: p.moved(ids) for name, p in graph.inputs.items() if name != skip},
+def _ports(graph: Graph, ids: list[int]) -> tuple[dict, dict]:
+    """`graph`'s input and output ports moved to the new ids."""
+    return ({name: p.moved(ids) for name, p in graph.inputs.items()},
             {name: p.moved(ids) for name, p in graph.outputs.items()})
 
 
