@@ -21,6 +21,7 @@ from .ports import pick_inputs as pick_inputs
 from .ports import pick_output as pick_output
 from .ports import require_scalar as require_scalar
 from .ports import tangent_name as tangent_name
+from .reroll import rerolled
 from .share_sums import shared
 from .sweeps import active_nodes as active_nodes
 from .sweeps import forward as forward
@@ -88,7 +89,7 @@ def grad(graph: Graph, of: str | None = None, wrt=None) -> Graph:
     wholes: dict = {}
     ct = reverse(b, stop, active, [(out.ids[0], b.const(1.0))], wholes_out=wholes)
     outputs = {"value": out, **_cotangents(b, graph, wrt, ct, wholes)}
-    return shared(b.graph(dict(graph.inputs), outputs))
+    return rerolled(shared(b.graph(dict(graph.inputs), outputs)))
 
 
 def _sweep_start(graph: Graph, wrt: list[str]) -> tuple[Builder, int, bytearray]:
@@ -110,8 +111,8 @@ def vjp(graph: Graph, of: str | None = None, wrt=None) -> Graph:
     wholes: dict = {}
     ct = reverse(b, stop, active, list(zip(out.ids, seed_ids, strict=True)), wholes_out=wholes)
     inputs = {**graph.inputs, SEED: Port(out.shape, seed_ids)}
-    return shared(b.graph(inputs, {"value": out,
-                                         **_cotangents(b, graph, wrt, ct, wholes)}))
+    return rerolled(shared(b.graph(inputs, {"value": out,
+                                                  **_cotangents(b, graph, wrt, ct, wholes)})))
 
 
 @collector_paused
