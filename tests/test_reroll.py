@@ -57,13 +57,23 @@ def without_reroll(monkeypatch):
     monkeypatch.setattr(autodiff, "rerolled", lambda graph: graph)
 
 
+def adding(region) -> bool:
+    """Whether `region` is a loop that adds two streams: its body one add, or a loop of
+    them over its window."""
+    ops = [node.op for node in region.body.nodes if node.op != "input"]
+    if ops == ["add"]:
+        return True
+    loops = [node.attr for node in region.body.nodes if node.op == "region"]
+    return len(loops) == 1 and set(ops) == {"region", "part"} and adding(loops[0])
+
+
 def rerolled_loops(prog) -> int:
-    """How many loops of adds the gradient's graph holds: map regions of one add over two
-    streams of regions' values."""
+    """How many loops of adds the gradient's graph holds: regions that add two streams of
+    regions' values."""
     graph = autodiff.grad(prog.graph, next(iter(prog.outputs)))
     return sum(1 for node in graph.nodes if node.op == "region" and node.attr.whole
                and not node.attr.captures and len(node.attr.streams) == 2
-               and [n.op for n in node.attr.body.nodes if n.op != "input"] == ["add"])
+               and adding(node.attr))
 
 
 def point(prog, rng):
@@ -174,3 +184,15 @@ output s = sum(sum(sum(exp(w[c, j] * x[i]) for j in range(m)) ** 2 for c in rang
 """
         fired += rerolled_loops(compiled(source)) > 0
     assert fired == 3
+
+
+def test_runs_of_each_component_are_one_loop():
+    """The GMM's 66 components give 66 runs of 21 adds (its factors' cotangents, a row a
+    component, in both loops): one loop over the components, each adding its run by a loop,
+    not 66 loops (each compiled on its own)."""
+    prog = compiled(PROGRAMS["a mixture of Gaussians (GradBench's GMM, d = 7)"])
+    assert rerolled_loops(prog) == 1
+    graph = autodiff.grad(prog.graph, "objective")
+    (outer,) = [node.attr for node in graph.nodes if node.op == "region" and
+                node.attr.whole and adding(node.attr)]
+    assert outer.n == 66 and outer.maps == 21

@@ -10,9 +10,12 @@ loops too, and every node took its share of emitting and compiling.
 `rerolled` finds the adds whose two arguments are values of regions, and among them the
 runs where both advance by one value from an add to the next (value `a + t` of one region
 and `b + t` of another, t = 0, 1, ...). A run of at least RUN adds becomes a map region of
-one add a iteration, whose two streams read those regions' values where they lie
-(`Region.whole`); the adds' readers read its values instead. The same two values are added,
-in the same order: the results are the same, bit for bit.
+one add an iteration, whose two streams read those regions' values where they lie
+(`Region.whole`); the adds' readers read its values instead. Runs of one length whose starts
+advance by the same steps in both regions (a component's row of cotangents, then the next's)
+are one region over the runs, its body that loop over a run: a loop each, 100 components made
+100 loops, which took LLVM's O3 pipeline 0.8 s. The same two values are added, in the same
+order: the results are the same, bit for bit.
 """
 
 from __future__ import annotations
@@ -33,16 +36,16 @@ def rerolled(graph: Graph) -> Graph:
     added as (a + b) + c: once a + b is a loop, its values and c make runs in turn."""
     runs = _runs(graph)
     while runs:
-        graph = _rebuilt(graph, runs)
+        graph = _rebuilt(graph, _blocks(graph, runs))
         runs = _runs(graph)
     return graph
 
 
-def _rebuilt(graph: Graph, runs: list) -> Graph:
-    """`graph` with each of `runs` a loop, its adds' readers reading that loop's values."""
-    # A run's loop is made where its first add was (in node order): after the regions it
+def _rebuilt(graph: Graph, blocks: list) -> Graph:
+    """`graph` with each block of runs a loop, their adds' readers reading its values."""
+    # A block's loop is made where its first add was (in node order): after the regions it
     # reads, before any reader of its adds.
-    starts = {min(add for _, _, add in run): run for run in runs}
+    starts = {min(add for run in block for _, _, add in run): block for block in blocks}
     bb = Builder()
     ids = [-1] * len(graph.nodes)
     nodes = graph.nodes
@@ -51,10 +54,11 @@ def _rebuilt(graph: Graph, runs: list) -> Graph:
         ids[i] = new
     for i, node in enumerate(nodes):
         if i in starts:
-            run = starts[i]
-            p, q, _ = run[0]
-            loop = bb.region(_loop(graph, run), [ids[nodes[p].args[0]], ids[nodes[q].args[0]]])
-            for t, (_, _, add) in enumerate(run):
+            block = starts[i]
+            p, q, _ = block[0][0]
+            loop = bb.region(_loop(graph, block), [ids[nodes[p].args[0]], ids[nodes[q].args[0]]])
+            adds = [add for run in block for _, _, add in run]
+            for t, add in enumerate(adds):
                 ids[add] = bb.part(loop, t)
         if ids[i] >= 0 or node.op in LEAVES:
             continue
@@ -96,17 +100,66 @@ def _runs(graph: Graph) -> list[list[tuple[int, int, int]]]:
     return runs
 
 
-def _loop(graph: Graph, run: list) -> Region:
-    """A map region of an iteration per add of `run`, adding element i of two streams: the
-    values the adds read, where their regions hold them."""
-    n = len(run)
+def _blocks(graph: Graph, runs: list) -> list[list]:
+    """`runs` cut into blocks: runs of the same two regions and length whose first values
+    advance by the same steps, both forwards, from a run to the next."""
+    def where(run) -> tuple[int, int]:
+        p, q, _ = run[0]
+        return graph.nodes[p].attr, graph.nodes[q].attr
+
+    def step(one, other) -> tuple[int, int]:
+        (a, b), (c, d) = where(one), where(other)
+        return c - a, d - b
+
+    groups: dict[tuple, list] = defaultdict(list)
+    for run in runs:
+        p, q, _ = run[0]
+        groups[(graph.nodes[p].args[0], graph.nodes[q].args[0], len(run))].append(run)
+    blocks = []
+    for found in groups.values():
+        found.sort(key=where)
+        block = [found[0]]
+        for run in found[1:]:
+            here = step(block[-1], run)
+            if min(here) > 0 and (len(block) == 1 or here == step(block[0], block[1])):
+                block.append(run)
+            else:
+                blocks.append(block)
+                block = [run]
+        blocks.append(block)
+    return blocks
+
+
+def _loop(graph: Graph, block: list) -> Region:
+    """A map region over the runs of `block` (one run: over its adds), each iteration adding
+    element t of two streams, for each t below the runs' length: the values the adds read,
+    where their regions hold them."""
+    w = len(block[0])
+    inner = _adding(1)
+    (p, q, _), n = block[0][0], len(block)
+    sources = (graph.nodes[p].attr, graph.nodes[q].attr)
+    if n == 1:
+        return Region(w, inner, 0, ((w, 1, 0), (w, 1, 0)), (), 0, sources)
+    steps = [graph.nodes[block[1][0][k]].attr - sources[k] for k in (0, 1)]
     bb = Builder()
     index = bb.input("@i", 0)
-    left, right = bb.input("@s0", 0), bb.input("@s1", 0)
-    total = bb.add(left, right)
+    left = [bb.input("@s0", t) for t in range(w)]
+    right = [bb.input("@s1", t) for t in range(w)]
+    loop = bb.region(Region(w, inner, 0, ((w, 1, 0), (w, 1, 0))), left + right)
     ports = {"@i": Port((1,), (index,)), "@c": Port((0,), ()),
-             "@s0": Port((1,), (left,)), "@s1": Port((1,), (right,))}
-    body = body_graph(bb.nodes, ports, [], [total])
-    p, q, _ = run[0]
-    sources = (graph.nodes[p].attr, graph.nodes[q].attr)
-    return Region(n, body, 0, ((n, 1, 0), (n, 1, 0)), (), 0, sources)
+             "@s0": Port((w,), tuple(left)), "@s1": Port((w,), tuple(right))}
+    body = body_graph(bb.nodes, ports, [], [bb.part(loop, t) for t in range(w)])
+    spec = tuple(((n - 1) * step + w, step, 0) for step in steps)
+    return Region(n, body, 0, spec, (), 0, sources)
+
+
+def _adding(width: int) -> Graph:
+    """The body of a map region adding element t of two streams of `width` elements, for
+    each t: `width` outputs."""
+    bb = Builder()
+    index = bb.input("@i", 0)
+    left = [bb.input("@s0", t) for t in range(width)]
+    right = [bb.input("@s1", t) for t in range(width)]
+    ports = {"@i": Port((1,), (index,)), "@c": Port((0,), ()),
+             "@s0": Port((width,), tuple(left)), "@s1": Port((width,), tuple(right))}
+    return body_graph(bb.nodes, ports, [], [bb.add(a, b) for a, b in zip(left, right, strict=True)])
