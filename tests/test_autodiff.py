@@ -348,3 +348,35 @@ def test_long_ports_keep_graphs_apart():
 
     assert graph(1).key() == graph(1).key()
     assert graph(1).key() != graph(2).key()
+
+
+def test_a_derivative_of_one_output_sweeps_only_what_it_needs(monkeypatch):
+    """`grad` and `vjp` of one output of several start from that output's nodes alone (the
+    ODE's `y[n - 1]` beside its whole state): the same derivative, bit for bit, as the
+    program with that output alone, and the sweep's builder holds none of the others'
+    nodes."""
+    both = """
+input x[5]
+input a
+y = [sin(a * x[i]) * exp(x[i]) for i in range(5)]
+output big = [y[i] * y[4 - i] + cos(x[i]) ** 2 for i in range(5)]
+output last = y[4] * a
+"""
+    alone = both.replace("output big", "big")
+    two, one = diffdsl.compile(both, cache=False), diffdsl.compile(alone, cache=False)
+    rng = np.random.default_rng(7)
+    at = {"x": rng.normal(size=5), "a": 0.7}
+    for backend in ("numpy", "cpu"):
+        for got, want in ((two.grad(at, of="last", backend=backend),
+                           one.grad(at, of="last", backend=backend)),
+                          (two.vjp(np.array(0.5), at, of="last", backend=backend),
+                           one.vjp(np.array(0.5), at, of="last", backend=backend))):
+            for name in want:
+                assert np.array_equal(got[name], want[name]), (backend, name)
+    built = []
+    real = Builder.from_graph.__func__
+    monkeypatch.setattr(Builder, "from_graph", classmethod(
+        lambda cls, graph, *args: built.append(len(graph.nodes)) or real(cls, graph, *args)))
+    autodiff.grad(two.graph, of="last")
+    autodiff.vjp(two.graph, of="last")
+    assert built and max(built) <= len(one.graph.nodes) < len(two.graph.nodes)

@@ -13,7 +13,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..errors import UsageError
-from .ir import Builder, Graph, Port, collector_paused
+from .ir import Builder, Graph, Port, collector_paused, prune
 from .loops import explicit, written_out
 from .ports import SEED as SEED
 from .ports import d_name as d_name
@@ -68,6 +68,15 @@ def _sources(graph: Graph, wrt: list[str]) -> set[int]:
     return found | {graph.inputs[n].whole[0] for n in wrt if graph.inputs[n].whole is not None}
 
 
+def _asked(graph: Graph, of: str) -> Graph:
+    """`graph` with output `of` alone, and only what it needs: a derivative of one output
+    of several copies and sweeps none of the others' nodes (an ODE's `y[n - 1]` beside its
+    whole state `y`, 338,000 nodes, whose gradient took 1.1 s to start)."""
+    if len(graph.outputs) == 1:
+        return graph
+    return prune(graph.nodes, graph.inputs, {of: graph.outputs[of]})
+
+
 def _outputs_written(graph: Graph) -> Graph:
     """`graph` with each region whose values are an output (an array kept by rows) written out:
     a Jacobian lists that output's elements anyway, and written out each element's derivatives
@@ -84,6 +93,7 @@ def grad(graph: Graph, of: str | None = None, wrt=None) -> Graph:
     of = pick_output(graph, of)
     require_scalar(graph, of, "grad")
     wrt = pick_inputs(graph, wrt)
+    graph = _asked(graph, of)
     b, stop, active = _sweep_start(graph, wrt)
     out = graph.outputs[of]
     wholes: dict = {}
@@ -103,6 +113,7 @@ def vjp(graph: Graph, of: str | None = None, wrt=None) -> Graph:
     """Reverse mode with a seed: an extra input "@seed" of the output's shape."""
     of = pick_output(graph, of)
     wrt = pick_inputs(graph, wrt)
+    graph = _asked(graph, of)
     if graph.outputs[of].whole is not None:  # seeded one element at a time: listed
         graph = explicit(graph, inputs=False)
     b, stop, active = _sweep_start(graph, wrt)
