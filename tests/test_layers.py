@@ -135,6 +135,7 @@ LAYERS = {
     "symbolic/ops": 3,  # each op as SymPy, from its row
     "symbolic/domains": 3,  # where check draws points: intervals read from a graph
     "symbolic/export": 3.5,  # exports the derivative graphs autodiff makes
+    "symbolic/loop_formulas": 3.52,  # a Sum without folding; an iteration put in, once each
     "symbolic/sums": 3.55, "symbolic/lines": 3.58,  # loops kept as Sums; runs as one line
     "symbolic/formulas": 3.6,  # SymPy's formulas printed; below oracle (LaTeX of its dicts)
     "symbolic/oracle": 3.75,  # SymPy's derivatives of an exported program beside ours

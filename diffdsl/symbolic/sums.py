@@ -31,6 +31,7 @@ from .atoms import indexed_base, unravel
 from .export import SYMPY_FUNCS, deep_call, export_depth, export_nodes
 from .export import _output_names as output_names
 from .export import to_sympy as to_sympy_written
+from .loop_formulas import put, summed
 
 INDEX_NAMES = ("i", "j", "k", "l", "m", "q")
 _LEAVES = ("input", "const", "region", "part", "array")
@@ -201,13 +202,13 @@ class Loop:
 
     def __init__(self, region, index: sp.Symbol, sums: list, maps: list):
         self.region, self.index, self.sums, self.maps = region, index, sums, maps
+        self._done: dict = {}
 
     def at(self, m: int, iteration):
         """Map output `m` at iteration `iteration` (a number or an expression)."""
-        formula = self.maps[m]
-        if formula.has(sp.Sum):  # a captured sum may bind this same index: `subs` keeps it
-            return formula.subs(self.index, sp.sympify(iteration))
-        return formula.xreplace({self.index: sp.sympify(iteration)})
+        value = sp.sympify(iteration)
+        done = self._done.setdefault(value, {})  # the maps share their subexpressions
+        return put(self.maps[m], self.index, value, done)
 
     def value(self, v: int):
         """Value `v` of the region (see `Region`)."""
@@ -312,12 +313,8 @@ class Level:
         body = region.body
         sum_ids, map_ids = body.outputs["@sum"].ids, body.outputs["@map"].ids
         level = Level(body, list(sum_ids) + list(map_ids), atom, inner, ranges, real, view)
-        sums = [_summed(level.value(i), index, region.n) for i in sum_ids]
+        sums = [summed(level.value(i), index, region.n) for i in sum_ids]
         return Loop(region, index, sums, [level.value(i) for i in map_ids])
-
-
-def _summed(expr, index: sp.Symbol, n: int):
-    return sp.Sum(expr, (index, 0, n - 1)) if index in expr.free_symbols else n * expr
 
 
 def _kind(graph: Graph, nodes, args: list, view) -> tuple:
