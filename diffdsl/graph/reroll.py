@@ -142,12 +142,8 @@ def _loop(graph: Graph, block: list) -> Region:
         return Region(w, inner, 0, ((w, 1, 0), (w, 1, 0)), (), 0, sources)
     steps = [graph.nodes[block[1][0][k]].attr - sources[k] for k in (0, 1)]
     bb = Builder()
-    index = bb.input("@i", 0)
-    left = [bb.input("@s0", t) for t in range(w)]
-    right = [bb.input("@s1", t) for t in range(w)]
+    left, right, ports = _two_streams(bb, w)
     loop = bb.region(Region(w, inner, 0, ((w, 1, 0), (w, 1, 0))), left + right)
-    ports = {"@i": Port((1,), (index,)), "@c": Port((0,), ()),
-             "@s0": Port((w,), tuple(left)), "@s1": Port((w,), tuple(right))}
     body = body_graph(bb.nodes, ports, [], [bb.part(loop, t) for t in range(w)])
     spec = tuple(((n - 1) * step + w, step, 0) for step in steps)
     return Region(n, body, 0, spec, (), 0, sources)
@@ -157,9 +153,16 @@ def _adding(width: int) -> Graph:
     """The body of a map region adding element t of two streams of `width` elements, for
     each t: `width` outputs."""
     bb = Builder()
+    left, right, ports = _two_streams(bb, width)
+    return body_graph(bb.nodes, ports, [], [bb.add(a, b) for a, b in zip(left, right, strict=True)])
+
+
+def _two_streams(bb: Builder, width: int) -> tuple[list, list, dict]:
+    """The inputs of a body with no captures and two streams of `width` elements, made in
+    `bb`: the streams' nodes and the body's input ports."""
     index = bb.input("@i", 0)
     left = [bb.input("@s0", t) for t in range(width)]
     right = [bb.input("@s1", t) for t in range(width)]
     ports = {"@i": Port((1,), (index,)), "@c": Port((0,), ()),
              "@s0": Port((width,), tuple(left)), "@s1": Port((width,), tuple(right))}
-    return body_graph(bb.nodes, ports, [], [bb.add(a, b) for a, b in zip(left, right, strict=True)])
+    return left, right, ports
