@@ -445,7 +445,9 @@ def test_a_short_loop_of_a_large_body_stays_a_loop():
     (outer,) = [node.attr for node in regions.graph.nodes if node.op == "region"]
     assert outer.n == 5 and kept_trips(outer.body) == [3] and not has_regions(unrolled.graph)
     more = diffdsl.compile(SHORT.replace("const k = 3", "const k = 9"), cache=False)
-    assert len(more.graph.nodes) - len(regions.graph.nodes) == 6 * 32 * 33  # M's, L's inputs
+    # M and L, read by the loop over the components inside the loop over the points, are
+    # read whole there (not listed): the graph is the same size at k = 9
+    assert len(more.graph.nodes) == len(regions.graph.nodes)
     rng = np.random.default_rng(2)
     values = point(regions, rng)
     values["L"] /= 10

@@ -2,7 +2,10 @@
 with the pass and without it (autodiff's `rerolled` replaced by the identity) must be the same
 to the bit in the reference interpreter, agree with every loop written out, and keep no run
 of such adds outside its loops. Programs are written and generated so that the pass has runs
-to reroll: an input read by a loop nested in another (listed) and by a loop of its own.
+to reroll: an input read by a loop nested in another and by a loop of its own over windows
+that do not tile it (`w[c, j + 1]`), whose cotangents are added element by element. (Where
+both loops' windows tile the input, `wholes.gradient_port` adds them by a copy loop, and
+there are no adds to reroll: GMM's factors, tested last.)
 """
 
 from __future__ import annotations
@@ -31,18 +34,25 @@ def gmm(n: int, d: int, k: int) -> str:
     return text
 
 
-PROGRAMS = {
-    "weights read by the loop over the points and by a prior": """
-const n = 30
-const k = 70
-const m = 16
+def weights(n: int, k: int, m: int) -> str:
+    """Weights w[k, m] read by a loop over their rows inside the loop over the points, and
+    by a prior's loop over windows shifted by one (`w[c, j + 1]`), which do not tile them."""
+    return f"""
+const n = {n}
+const k = {k}
+const m = {m}
 input x[n]
 input w[k, m]
 input a
 output s = sum(sum(sum(w[c, j] * x[i] for j in range(m)) ** 2 for c in range(k))
-               for i in range(n)) + sum(sum(exp(a * w[c, j]) for j in range(m)) for c in range(k))
-""",
-    "a mixture of Gaussians (GradBench's GMM, d = 7)": gmm(20, 7, 66),
+               for i in range(n)) + sum(sum(exp(a * w[c, j + 1]) for j in range(m - 1))
+                                        for c in range(k))
+"""
+
+
+PROGRAMS = {
+    "weights read by the loop over the points and by a prior": weights(30, 70, 17),
+    "factors of 66 components read by two loops": weights(20, 66, 21),
 }
 
 
@@ -170,7 +180,7 @@ def test_generated_nests_give_the_pass_runs_to_reroll():
     """The generator makes what the pass is for: a test over programs it left alone would
     pass without it."""
     fired = 0
-    for lo in (0, 1, 2):
+    for lo in (1, 2):
         source = f"""
 const n = 4
 const k = 67
@@ -183,16 +193,31 @@ output s = sum(sum(sum(exp(w[c, j] * x[i]) for j in range(m)) ** 2 for c in rang
                                     for c in range(k))
 """
         fired += rerolled_loops(compiled(source)) > 0
-    assert fired == 3
+    assert fired == 2
 
 
 def test_runs_of_each_component_are_one_loop():
-    """The GMM's 66 components give 66 runs of 21 adds (its factors' cotangents, a row a
-    component, in both loops): one loop over the components, each adding its run by a loop,
-    not 66 loops (each compiled on its own)."""
-    prog = compiled(PROGRAMS["a mixture of Gaussians (GradBench's GMM, d = 7)"])
+    """66 components give 66 runs of 20 adds (the factors' cotangents, a row a component, in
+    both loops): one loop over the components, each adding its run by a loop, not 66 loops
+    (each compiled on its own)."""
+    prog = compiled(PROGRAMS["factors of 66 components read by two loops"])
     assert rerolled_loops(prog) == 1
-    graph = autodiff.grad(prog.graph, "objective")
+    graph = autodiff.grad(prog.graph, "s")
     (outer,) = [node.attr for node in graph.nodes if node.op == "region" and
                 node.attr.whole and adding(node.attr)]
-    assert outer.n == 66 and outer.maps == 21
+    assert outer.n == 66 and outer.maps == 20
+
+
+def test_a_gmms_factors_read_by_both_loops_leave_no_adds(monkeypatch):
+    """GMM's factors, read whole by the loop over the components inside the loop over the
+    points and, row by row, by the prior's loop: their two cotangents tile them, and one
+    copy loop adds them (`wholes.gradient_port`), with the pass or without: no run of adds,
+    no element listed, and the derivative the program's written out."""
+    source = gmm(20, 7, 66)
+    prog = compiled(source)
+    without_reroll(monkeypatch)
+    graph = autodiff.grad(prog.graph, "objective")
+    assert _runs(graph) == [] and graph.outputs["d:l"].whole is not None
+    assert not any(node.op == "input" and node.attr[0] == "l" for node in graph.nodes)
+    at = point(prog, np.random.default_rng(3))
+    close(prog.grad(at), compiled(source, unrolled=True).grad(at))

@@ -66,7 +66,7 @@ PROGRAMS = {
     "a loop inside a loop that does not move it": (
         "input x[100]\ninput w[100]\n"
         "output s = sum(w[j] * sum(x[i] * x[i] for i in range(100)) for j in range(100))",
-        "xw", "w"),
+        "xw", "xw"),
     "a scan": (
         "input a\ninput v[100]\nh = a\nfor i in range(100) {\n    h = h * 0.9 + sin(v[i])\n}\n"
         "output s = h", "v", ""),

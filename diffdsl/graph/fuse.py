@@ -11,7 +11,7 @@ merged loop gives both regions' values.
 from __future__ import annotations
 
 from .ir import Builder, Graph, Port
-from .loops import LEAVES, body_graph, inline, leaf
+from .loops import LEAVES, body_graph, body_ports, inline, leaf, stream_input
 from .region import Region
 
 # Past this many loops a graph is left as it is: each pair tried walks the graph (a Hessian's
@@ -94,19 +94,19 @@ def _merged(graph: Graph, a: int, b: int, ids: list) -> tuple:
             args = tuple(node.args[at:at + r.taken(j)])
             at += r.taken(j)
             width = r.body.inputs[f"@s{j}"].size
-            key = (spec, width, r.source(j), args)
+            key = (spec, width, r.source(j), r.in_place(j), args)
             if key not in stream_of:
                 stream_of[key] = len(streams)
                 streams.append(spec)
                 stream_args.append(args)
                 sources.append(r.source(j))
-                widths.append(width)
+                widths.append((width, r.in_place(j)))
             mine.append(stream_of[key])
         maps_to.append(mine)
     bb = Builder()
     ports = {"@i": [bb.input("@i", 0)], "@c": [bb.input("@c", k) for k in range(len(captures))]}
-    for s, w in enumerate(widths):
-        ports[f"@s{s}"] = [bb.input(f"@s{s}", k) for k in range(w)]
+    for s, (w, in_place) in enumerate(widths):
+        ports[f"@s{s}"] = stream_input(bb, s, w, in_place)
     outs = []
     for r, caps, mine in ((ra, range(ra.captures), maps_to[0]), (rb, cap_b, maps_to[1])):
         given = {"@i": ports["@i"], "@c": [ports["@c"][k] for k in caps]}
@@ -114,7 +114,7 @@ def _merged(graph: Graph, a: int, b: int, ids: list) -> tuple:
         outs.append(inline(bb, r.body, given))
     sums = list(outs[0]["@sum"]) + list(outs[1]["@sum"])
     maps = list(outs[0]["@map"]) + list(outs[1]["@map"])
-    inputs = {name: Port((len(x),), tuple(x)) for name, x in ports.items()}
+    inputs = body_ports(bb, ports)
     whole = tuple(sources) if any(k >= 0 for k in sources) else ()
     region = Region(ra.n, body_graph(bb.nodes, inputs, sums, maps), len(captures),
                     tuple(streams), (), 0, whole)

@@ -93,6 +93,10 @@ def _fixed_inputs(region: Region) -> dict[int, tuple[str, int]]:
         if stride == 0 and region.source(j) < 0:
             fixed.update({x: ("@s", (j, offset + t))
                           for t, x in enumerate(body.inputs[f"@s{j}"].ids)})
+        elif region.in_place(j):  # an array read whole: ("@a", (j, element or None))
+            nodes = _stream_nodes(body, j, region)
+            fixed[nodes[0]] = ("@a", (j, None))
+            fixed.update({x: ("@a", (j, body.nodes[x].attr[1])) for x in nodes[1:]})
     return fixed
 
 
@@ -191,8 +195,9 @@ def _inner_lift(b: Builder, inner: Region, qargs, same: list[bool], outside):
     qb = inner.body
     caps = [k for k in range(inner.captures) if same[qargs[k]]]
     _, streams = split_args(inner, qargs)
-    kept = [j for j, ids in enumerate(streams) if inner.source(j) < 0 and
-            all(same[a] for a in ids)]
+    # streams of values the same in every outer iteration: elements, or an array read whole
+    kept = [j for j, ids in enumerate(streams) if all(same[a] for a in ids) and
+            not inner.in_place(j)]
     fixed = _renamed(qb, caps, kept)
     lift = _closure(qb, lambda i, node: i in fixed)
     frontier = _frontier(qb, lift)
@@ -209,7 +214,7 @@ def _inner_lift(b: Builder, inner: Region, qargs, same: list[bool], outside):
         return None
     # The rows are listed in the outer body (captures): at most twice the elements they are
     # computed from, which it lists already, so the graph does not grow with the data more.
-    if inner.n * len(frontier) > 2 * (len(caps) + sum(len(streams[j]) for j in kept)):
+    if inner.n * len(frontier) > 2 * (len(caps) + sum(inner.streams[j][0] for j in kept)):
         return None
     hb, ids = _copied(qb, fixed, upto=frontier[-1], dropped={
         i for i, x in enumerate(lift) if not x or qb.nodes[i].op == "input"})
@@ -220,7 +225,9 @@ def _inner_lift(b: Builder, inner: Region, qargs, same: list[bool], outside):
                                 tuple(ids[x] for x in qb.inputs[f"@s{j}"].ids))
     rows = hb.graph(ports, {"@sum": Port((0,), ()),
                             "@map": Port((len(frontier),), tuple(ids[i] for i in frontier))})
-    h = b.region(Region(inner.n, rows, len(caps), tuple(inner.streams[j] for j in kept)),
+    whole = tuple(inner.source(j) for j in kept)
+    h = b.region(Region(inner.n, rows, len(caps), tuple(inner.streams[j] for j in kept), (),
+                        0, whole if any(k >= 0 for k in whole) else ()),
                  [outside(qargs[k]) for k in caps] + [outside(a) for j in kept
                                                        for a in streams[j]])
     j = len(inner.streams)
@@ -248,7 +255,8 @@ def _trimmed(region: Region, args: list[int]) -> tuple[Region, list[int]]:
     read.update(i for port in body.outputs.values() for i in port.ids)
     caps = body.inputs["@c"].ids
     keep = [k for k, i in enumerate(caps) if i in read]
-    streams = [body.inputs[f"@s{j}"].ids for j in range(len(region.streams))]
+    # a port read in place: its array node, then the elements the body reads alone
+    streams = [_stream_nodes(body, j, region) for j in range(len(region.streams))]
     kept = [j for j, ids in enumerate(streams) if any(x in read for x in ids)]
     if len(keep) == len(caps) and len(kept) == len(streams):
         return region, args
@@ -260,12 +268,13 @@ def _trimmed(region: Region, args: list[int]) -> tuple[Region, list[int]]:
         if c != k:
             nodes[caps[k]] = Node("input", (), ("@c", c))
     for j2, j in enumerate(kept):
-        for t, x in enumerate(streams[j] if j2 != j else ()):
-            nodes[x] = Node("input", (), (f"@s{j2}", t))
+        for x in streams[j] if j2 != j else ():
+            nodes[x] = Node(nodes[x].op, (), (f"@s{j2}", nodes[x].attr[1]))
     inputs = {name: p for name, p in body.inputs.items() if name in ("@i", "@h")}
     inputs["@c"] = Port((len(keep),), tuple(caps[k] for k in keep), body.inputs["@c"].span)
     for j2, j in enumerate(kept):
-        inputs[f"@s{j2}"] = Port((len(streams[j]),), tuple(streams[j]))
+        port = body.inputs[f"@s{j}"]
+        inputs[f"@s{j2}"] = Port(port.shape, port.ids, None, port.whole)
     new_body = prune(nodes, inputs, dict(body.outputs))
     whole = tuple(region.source(j) for j in kept)
     trimmed = Region(region.n, verify(new_body) if verifying() else new_body, len(keep),
@@ -276,6 +285,17 @@ def _trimmed(region: Region, args: list[int]) -> tuple[Region, list[int]]:
         initial_state(region, args)
 
 
+def _stream_nodes(body: Graph, j: int, region: Region) -> list[int]:
+    """The body's input nodes of stream j: its port's elements, or, for a port read in place,
+    its array node and the elements read alone."""
+    port = body.inputs[f"@s{j}"]
+    if not region.in_place(j):
+        return list(port.ids)
+    name = f"@s{j}"
+    return [port.whole[0]] + [i for i, node in enumerate(body.nodes)
+                              if node.op == "input" and node.attr[0] == name]
+
+
 def _builder_of(b: Builder, region: Region, args: list[int]):
     """`outside(i)`: invariant node i of the region's body (its arguments in `b` are
     `args`) built in `b`, once."""
@@ -283,6 +303,10 @@ def _builder_of(b: Builder, region: Region, args: list[int]):
     captured, streams = split_args(region, args)
     made: dict[int, int] = {}
     for i, (kind, at) in _fixed_inputs(region).items():
+        if kind == "@a":  # the array read whole, or its element read alone
+            whole = streams[at[0]][0]
+            made[i] = whole if at[1] is None else b.part(whole, at[1])
+            continue
         made[i] = captured[at] if kind == "@c" else streams[at[0]][at[1]]
 
     def outside(i: int) -> int:

@@ -15,8 +15,8 @@ taken by the same sweeps as any graph.
 
 from __future__ import annotations
 
-from .ir import Builder, Port
-from .loops import body_graph, inline, split_args
+from .ir import Builder
+from .loops import body_graph, body_ports, inline, split_args, stream_input
 from .region import Region
 from .wholes import WholeCt
 
@@ -28,12 +28,12 @@ def _body_inputs(bb: Builder, region: Region, extra_captures: int, extra_widths:
              "@c": [bb.input("@c", k) for k in range(region.captures + extra_captures)]}
     widths = region.widths() + extra_widths
     for j, w in enumerate(widths):
-        ports[f"@s{j}"] = [bb.input(f"@s{j}", k) for k in range(w)]
+        ports[f"@s{j}"] = stream_input(bb, j, w, j < len(region.streams) and
+                                       region.in_place(j))
     return ports
 
 
-def _ports(ports: dict) -> dict[str, Port]:
-    return {name: Port((len(ids),), tuple(ids)) for name, ids in ports.items()}
+_ports = body_ports
 
 
 def _indicator(bb: Builder, present: bool, guard) -> int:
@@ -113,27 +113,50 @@ def region_pullback(b: Builder, at: int, node, cts: dict[int, int], active: byte
         seeds += [(out["@map"][t], seed_port[t]) for t in range(q)]
     live_caps = [k for k, a in enumerate(captures) if active[a]]
     live_streams = [j for j, ids in enumerate(streams) if any(active[a] for a in ids)]
+    # arrays read whole (in place) by loops in the body: the array, its elements read alone
+    in_place = {j: _elements(bb, f"@s{j}") for j in live_streams if region.in_place(j)}
+    live_streams = [j for j in live_streams if j not in in_place]
     sources = {ports["@c"][k] for k in live_caps}
     sources |= {i for j in live_streams for i in ports[f"@s{j}"]}
+    sources |= {i for j, elements in in_place.items() for i in ports[f"@s{j}"] + elements}
     inner: dict = {}
+    wholes: dict = {}  # the body's array node -> `WholeCt`s of the loops in it that read it
     ct = sweep.reverse(bb, len(bb.nodes), sweep.active_nodes(bb, sources), seeds,
-                       guards_out=inner if guards_wanted else None, seed_guards=seed_guards)
-    cap_nodes = [ports["@c"][k] for k in live_caps]
-    map_nodes = [i for j in live_streams for i in ports[f"@s{j}"]]
-    sums = [ct.get(x, zero) for x in cap_nodes]
+                       guards_out=inner if guards_wanted else None, seed_guards=seed_guards,
+                       wholes_out=wholes)
+    # A stream of stride 0 (an outer loop's element, the same in every iteration) has its
+    # cotangent summed over the iterations, as a capture's: stacked, a loop of 10^5
+    # iterations over a point's 4 coordinates made 4 * 10^5 parts and adds outside.
+    bases = _stream_bases(region)
+    flat = [j for j in live_streams if region.streams[j][1] == 0 and region.source(j) < 0]
+    stacked = [j for j in live_streams if j not in flat]
+    summed = [(k, ports["@c"][k]) for k in live_caps]
+    summed += [(bases[j] + region.streams[j][2] + t, x) for j in flat
+               for t, x in enumerate(ports[f"@s{j}"])]
+    # (argument, cotangent or None, guard) per value summed over the iterations; an array
+    # read whole gets its elements' cotangents summed so, in order (no guard: its
+    # cotangent is an input's, which no pullback reads)
+    entries = [(k, ct.get(x), inner.get(x)) for k, x in summed]
+    for j, elements in in_place.items():
+        got = _array_cotangents(bb, ct, wholes.get(ports[f"@s{j}"][0], ()), elements,
+                                region.widths()[j])
+        entries += [((j, t), c, None) for t, c in enumerate(got)]
+    map_nodes = [i for j in stacked for i in ports[f"@s{j}"]]
+    sums = [zero if c is None else c for _, c, _ in entries]
     maps = [ct.get(x, zero) for x in map_nodes]
     # A cotangent the body never computes is exactly 0 in every iteration: no part is made
     # for it outside. One that a branch may make 0 carries its guard out.
-    guarded = any(x in ct and inner.get(x) is not None for x in cap_nodes + map_nodes)
+    guarded = any(c is not None and g is not None for _, c, g in entries) or \
+        any(x in ct and inner.get(x) is not None for x in map_nodes)
     combine: tuple = ()
     if guarded:
-        sums += [_indicator(bb, x in ct, inner.get(x)) for x in cap_nodes]
+        sums += [_indicator(bb, c is not None, g) for _, c, g in entries]
         maps += [_indicator(bb, x in ct, inner.get(x)) for x in map_nodes]
-        combine = ("add",) * len(cap_nodes) + ("max",) * len(cap_nodes)
+        combine = ("add",) * len(entries) + ("max",) * len(entries)
     if p and not won and not q:  # the region's own sums, last: read from here (share_sums)
         sums += list(out["@sum"])
         combine += ("add",) * p if combine else ()
-    body = body_graph(bb.nodes, _ports(ports), sums, maps)
+    body = body_graph(bb.nodes, _ports(bb, ports), sums, maps)
     seed_args = [cts.get(e, b.const(0.0)) for e in range(p)]
     seed_args += [b.part(at, region.winner_value(e)) for e in won]
     seed_args += present(b, [True] * len(sum_g), [guards[e] for e in sum_g])
@@ -158,16 +181,21 @@ def region_pullback(b: Builder, at: int, node, cts: dict[int, int], active: byte
     r = b.region(back, captures + seed_args + stream_args)
     parts: list = [None] * len(node.args)
     shown: list = [None] * len(node.args)  # indicators of where each part may be nonzero
-    for m, k in enumerate(live_caps):
-        if cap_nodes[m] not in ct:
+    for m, (k, c, _) in enumerate(entries):
+        if c is None:
+            continue
+        if type(k) is tuple:  # an array's: its values in a row, whole
+            j, t = k
+            if bases[j] not in parts or parts[bases[j]] is None:
+                w = region.widths()[j]
+                parts[bases[j]] = WholeCt(r, m - t, w, w, w, 0, 1)
             continue
         parts[k] = b.part(r, m)
         if guarded:
-            shown[k] = b.part(r, len(cap_nodes) + m)
+            shown[k] = b.part(r, len(entries) + m)
     width = len(maps)  # the map outputs of one iteration
     column = 0
-    bases = _stream_bases(region)
-    for j in live_streams:
+    for j in stacked:
         _, stride, offset = region.streams[j]
         w = region.widths()[j]
         if region.source(j) >= 0:  # an input read whole: its cotangents stay where they lie
@@ -191,6 +219,26 @@ def region_pullback(b: Builder, at: int, node, cts: dict[int, int], active: byte
     zero_outer = b.const(0.0)
     conds = [None if s is None else b.op("ne", s, zero_outer) for s in shown]
     return parts, conds
+
+
+def _elements(bb: Builder, name: str) -> list[int]:
+    """The input nodes of `bb` that are elements of port `name`, read alone."""
+    return [i for i, node in enumerate(bb.nodes) if node.op == "input" and node.attr[0] == name]
+
+
+def _array_cotangents(bb: Builder, ct: dict, wholes, elements: list, size: int) -> list:
+    """Per element of an array a body reads whole, its cotangent in one iteration (None for
+    none): from the `WholeCt`s of the loops that stream it, and from its elements read
+    alone."""
+    got: list = [None] * size
+    for w in wholes:
+        for at, v in w.listed(bb):
+            got[at] = v if got[at] is None else bb.add(got[at], v)
+    for x in elements:
+        if x in ct:
+            at = bb.nodes[x].attr[1]
+            got[at] = ct[x] if got[at] is None else bb.add(got[at], ct[x])
+    return got
 
 
 def seeded_guards(bb: Builder, seeds: list, shown: list) -> dict:
@@ -259,7 +307,7 @@ def region_tangent(b: Builder, at: int, node, ts: list, sweep, gs: list,
         maps += [_indicator(bb, x in t, inner.get(x)) for x in out["@map"]]
         combine = ("add",) * len(sums) + ("max",) * len(sums)
         sums += shown
-    body = body_graph(bb.nodes, _ports(ports), sums, maps)
+    body = body_graph(bb.nodes, _ports(bb, ports), sums, maps)
     args, new_streams = tangent_args(b, at, node, ts, gs, chosen)
     whole = region.whole + (-1,) * (len(new_streams) - len(region.streams)) \
         if region.whole else ()  # an input read in place, as data, stays so

@@ -8,6 +8,8 @@ not run regions themselves (SymPy export, the tape, CUDA, sparsity patterns) tak
 
 from __future__ import annotations
 
+from functools import lru_cache
+
 from .ir import Builder, Graph, Node, Port
 from .region import Region
 
@@ -27,14 +29,20 @@ def leaf(b: Builder, node: Node) -> int:
 
 
 def inline(b: Builder, body: Graph, given: dict[str, list[int]]) -> dict[str, list[int]]:
-    """Build `body`'s nodes into `b`, its inputs replaced by the nodes `given[name]`; the node
-    ids of each of its outputs. Regions inside the body are copied as regions."""
+    """Build `body`'s nodes into `b`, its inputs replaced by the nodes `given[name]` (for a
+    port read in place, one: an array node, whose elements are its parts); the node ids of
+    each of its outputs. Regions inside the body are copied as regions."""
     ids: list[int] = [0] * len(body.nodes)
+    whole = {}  # a port read in place -> the node given for its array
     for name, port in body.inputs.items():
+        if port.whole is not None:
+            ids[port.whole[0]] = whole[name] = given[name][0]
         for k, i in enumerate(port.ids):
             ids[i] = given[name][k]
     for i, node in enumerate(body.nodes):
-        if node.op == "input":
+        if node.op in ("input", "array"):
+            if node.op == "input" and node.attr[0] in whole:  # an element read alone
+                ids[i] = b.part(whole[node.attr[0]], node.attr[1])
             continue
         if node.op == "const":
             ids[i] = b.const(node.attr)
@@ -57,23 +65,70 @@ def split_args(region: Region, args) -> tuple[list, list[list]]:
     return captures, streams
 
 
-def materialize(region: Region, args, values_of) -> tuple[Region, list]:
+def materialize(region: Region, args, values_of, in_place: bool = False
+                ) -> tuple[Region, list]:
     """The same region with streams' elements as arguments: `values_of(a, k, length)` gives
     the ids of values k to k + length - 1 of region or array node `a` (a stream that reads
     its values whole), or None to keep that stream whole. Consumers that take streams
-    element by element call this."""
+    element by element call this. A stream the body reads in place (`Region.in_place`) is
+    listed so too, as captures (every iteration reads all of it: a capture's cotangent is a
+    sum over the iterations), unless `in_place` (its consumer reads it whole: values_of is
+    not asked)."""
     if not region.whole:
         return region, list(args)
     captures, streams = split_args(region, args)
-    out, whole = list(captures), []
+    out, whole, moved, extra = [], [], [], []
     for j, ids in enumerate(streams):
         k = region.source(j)
-        items = values_of(ids[0], k, region.streams[j][0]) if k >= 0 else None
+        kept = k < 0 or (in_place and region.in_place(j))
+        items = None if kept else values_of(ids[0], k, region.streams[j][0])
+        if items is not None and region.in_place(j):
+            moved.append(j)
+            extra += list(items)
+            continue
         out += ids if items is None else list(items)
         whole.append(k if items is None else -1)
-    out += initial_state(region, args)
+    state = initial_state(region, args)
+    if moved:
+        return as_captures(region, tuple(moved), tuple(whole)), captures + extra + out + state
     return Region(region.n, region.body, region.captures, region.streams, region.combine,
-                  region.carry, tuple(whole) if any(k >= 0 for k in whole) else ()), out
+                  region.carry, tuple(whole) if any(k >= 0 for k in whole) else ()), \
+        captures + out + state
+
+
+@lru_cache(maxsize=256)
+def as_captures(region: Region, moved: tuple, whole: tuple) -> Region:
+    """`region` with the streams `moved`, read in place, captured element by element after
+    its captures (the other streams' sources `whole`), its body rebuilt to read them so:
+    made once per region (the reference interpreter asks for it at every call)."""
+    body = explicit(region.body, frozenset(f"@s{j}" for j in moved))
+    widths = region.widths()
+    bb = Builder()
+    caps = [bb.input("@c", k) for k in range(region.captures + sum(widths[j] for j in moved))]
+    index = bb.input("@i", 0)
+    given = {"@i": [index], "@c": caps[:region.captures]}
+    ports = {"@i": Port((1,), (index,)), "@c": Port((len(caps),), tuple(caps))}
+    at = region.captures
+    for j in moved:
+        given[f"@s{j}"] = caps[at:at + widths[j]]
+        at += widths[j]
+    kept = [j for j in range(len(region.streams)) if j not in moved]
+    for m, j in enumerate(kept):
+        if region.in_place(j):
+            a = bb.array(f"@s{m}", widths[j])
+            given[f"@s{j}"] = [a]
+            ports[f"@s{m}"] = Port((widths[j],), (), None, (a, 0))
+        else:
+            given[f"@s{j}"] = [bb.input(f"@s{m}", t) for t in range(widths[j])]
+            ports[f"@s{m}"] = Port((widths[j],), tuple(given[f"@s{j}"]))
+    if region.carry:
+        given["@h"] = [bb.input("@h", k) for k in range(region.carry)]
+        ports["@h"] = Port((region.carry,), tuple(given["@h"]))
+    out = inline(bb, body, given)
+    rebuilt = body_graph(bb.nodes, ports, out["@sum"], out["@map"],
+                         out["@next"] if region.carry else None)
+    return Region(region.n, rebuilt, len(caps), tuple(region.streams[j] for j in kept),
+                  region.combine, region.carry, whole if any(k >= 0 for k in whole) else ())
 
 
 def initial_state(region: Region, args) -> list:
@@ -88,7 +143,7 @@ def iteration_inputs(b: Builder, region: Region, args, i: int) -> dict[str, list
     for j, ((_, stride, offset), width) in enumerate(zip(region.streams, region.widths(),
                                                          strict=True)):
         start = offset + stride * i
-        given[f"@s{j}"] = streams[j][start:start + width]
+        given[f"@s{j}"] = streams[j] if region.in_place(j) else streams[j][start:start + width]
     return given
 
 
@@ -237,6 +292,24 @@ def body_graph(nodes: list[Node], inputs: dict[str, Port], sums: list[int],
     if nexts is not None:
         outputs["@next"] = Port((len(nexts),), tuple(nexts))
     return b.graph(inputs, outputs)
+
+
+def stream_input(bb: Builder, j: int, width: int, in_place: bool) -> list[int]:
+    """The input nodes of a body's stream j: its window's elements, or, read in place, its
+    array node alone."""
+    if in_place:
+        return [bb.array(f"@s{j}", width)]
+    return [bb.input(f"@s{j}", k) for k in range(width)]
+
+
+def body_ports(bb: Builder, ports: dict) -> dict[str, Port]:
+    """The ports of a body's input nodes, {name: ids} (an array node: a port read whole)."""
+    def port(ids):
+        node = bb.nodes[ids[0]] if len(ids) == 1 else None
+        if node is not None and node.op == "array":
+            return Port((node.attr[1],), (), None, (ids[0], 0))
+        return Port((len(ids),), tuple(ids))
+    return {name: port(ids) for name, ids in ports.items()}
 
 
 def stored_region(region: Region) -> Region:

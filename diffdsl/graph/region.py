@@ -27,6 +27,10 @@ class Region:
     value is the node's last `carry` arguments (after the streams), and its final value is
     the region's last `carry` values (after the winners). The iterations of a scan run in
     order, one after another; those of a region without carry are independent.
+
+    A stream may also be read whole (`in_place`): the body's port is an `array` node, which
+    loops inside the body stream as a graph's loops stream an input read in place (k-means'
+    centroids, read by the loop over them inside the loop over the points).
     """
 
     n: int
@@ -54,6 +58,17 @@ class Region:
         """-1 where stream j's elements are arguments, else the first value of the region
         node that is its one argument."""
         return self.whole[j] if self.whole else -1
+
+    @cached_property
+    def _in_place(self) -> tuple[bool, ...]:
+        return tuple(self.body.inputs[f"@s{j}"].whole is not None
+                     for j in range(len(self.streams)))
+
+    def in_place(self, j: int) -> bool:
+        """Whether the body reads stream j whole: its port "@s{j}" is an `array` node of the
+        body (an input read in place by loops nested in this one), the stream of stride 0
+        and offset 0 over an array node of the graph around it."""
+        return self._in_place[j]
 
     def taken(self, j: int) -> int:
         """How many arguments stream j takes."""

@@ -32,7 +32,7 @@ from .loop_sweeps import (
     tangent_seeds,
     tangent_value,
 )
-from .loops import body_graph, initial_state, inline, split_args, stored_region
+from .loops import body_graph, initial_state, inline, split_args, stored_region, stream_input
 from .region import Region
 
 
@@ -42,10 +42,11 @@ def stored_states(b: Builder, node) -> int:
     return b.region(stored_region(node.attr), node.args)
 
 
-def _inputs(bb: Builder, captures: int, widths: list[int], carry: int) -> dict:
+def _inputs(bb: Builder, region: Region, captures: int, widths: list[int], carry: int) -> dict:
     ports = {"@i": [bb.input("@i", 0)], "@c": [bb.input("@c", k) for k in range(captures)]}
     for j, w in enumerate(widths):
-        ports[f"@s{j}"] = [bb.input(f"@s{j}", k) for k in range(w)]
+        ports[f"@s{j}"] = stream_input(bb, j, w, j < len(region.streams) and
+                                       region.in_place(j))
     ports["@h"] = [bb.input("@h", k) for k in range(carry)]
     return ports
 
@@ -60,7 +61,7 @@ def _reverse_body(region: Region, sweep, seeded: list, seeded_maps: int, live_ca
     streams = len(region.streams)
     bb = Builder()
     widths = region.widths() + [m] + [q] * seeded_maps  # seeds, then where they are given
-    ports = _inputs(bb, c + p + len(won) + len(sum_g), widths, 2 * m if guards else m)
+    ports = _inputs(bb, region, c + p + len(won) + len(sum_g), widths, 2 * m if guards else m)
     carried, shown = ports["@h"][:m], ports["@h"][m:]
     forward_index = bb.sub(bb.const(float(n - 1)), ports["@i"][0])
     given = {"@i": [forward_index], "@c": ports["@c"][:c], "@h": ports[f"@s{streams}"]}
@@ -108,7 +109,7 @@ def _reverse_body(region: Region, sweep, seeded: list, seeded_maps: int, live_ca
         maps += [_indicator(bb, x in ct, inner.get(x)) for x in map_nodes]
         nexts += [_indicator(bb, x in ct, inner.get(x)) for x in state_nodes]
         combine = ("add",) * len(cap_nodes) + ("max",) * len(cap_nodes)
-    body = body_graph(bb.nodes, _ports(ports), sums, maps, nexts)
+    body = body_graph(bb.nodes, _ports(bb, ports), sums, maps, nexts)
     found = any(x in ct and inner.get(x) is not None for x in every)
     return body, combine, {x: x in ct for x in every}, found, (cap_nodes, map_nodes,
                                                                state_nodes)
@@ -218,7 +219,7 @@ def _tangent_body(region: Region, sweep, chosen: tuple, guards: bool, live: set)
     cap_t, cap_g, stream_t, partial = chosen
     widths = region.widths()
     bb = Builder()
-    ports = _inputs(bb, c + len(cap_t) + len(won) + len(cap_g),
+    ports = _inputs(bb, region, c + len(cap_t) + len(won) + len(cap_g),
                     widths + [widths[j] for j in stream_t + partial], (3 if guards else 2) * m)
     state, dstate, shown_in = (ports["@h"][:m], ports["@h"][m:2 * m], ports["@h"][2 * m:])
     given = {"@i": ports["@i"], "@c": ports["@c"][:c], "@h": state}
@@ -250,7 +251,7 @@ def _tangent_body(region: Region, sweep, chosen: tuple, guards: bool, live: set)
         nexts += [_indicator(bb, x in t, inner.get(x)) for x in out["@next"]]
         combine = ("add",) * len(sums) + ("max",) * len(sums)
         sums += shown
-    body = body_graph(bb.nodes, _ports(ports), sums, maps, nexts)
+    body = body_graph(bb.nodes, _ports(bb, ports), sums, maps, nexts)
     reached = tuple(x in t for x in every)
     return body, combine, reached, found
 

@@ -65,7 +65,8 @@ def _carries(graph: Graph, i: int, j: int) -> bool:
     if pcaps[:r.captures] != caps or pstreams[:len(streams)] != streams:
         return False
     bb = Builder()
-    given = {name: [bb.input(name, k) for k in range(port.size)]
+    given = {name: [bb.array(name, port.size)] if port.whole else
+             [bb.input(name, k) for k in range(port.size)]
              for name, port in p.body.inputs.items()}
     theirs = inline(bb, p.body, given)["@sum"][p.sums - r.sums:]
     ours = inline(bb, r.body, {name: given[name][:port.size]

@@ -375,7 +375,8 @@ def _materialized(b: Builder, node, active: bytearray, keep_arrays: bool = False
         made.append((a, [b.part(a, k + e) for e in range(length)]))
         return made[-1][1]
 
-    region, args = materialize(region, node.args, values_of)
+    # an array a body reads whole keeps it so where the pullback sums its cotangents
+    region, args = materialize(region, node.args, values_of, in_place=keep_arrays)
     active.extend(bytes(len(b.nodes) - len(active)))
     for a, items in made:
         for j in items:

@@ -67,6 +67,7 @@ def gradient_port(b: Builder, port: Port, parts: list[WholeCt], elements: dict) 
     where several do, whole on a loop that gathers them where windows of one stride overlap
     (stencils.py), else element by element."""
     size = port.size
+    parts = _retiled(parts, size)
     first = parts[0] if parts else None
     if first is not None and all(p.tiles(size) and (p.n, p.width) == (first.n, first.width)
                                  for p in parts) and len(elements) <= FEW:
@@ -84,6 +85,22 @@ def gradient_port(b: Builder, port: Port, parts: list[WholeCt], elements: dict) 
         for k, v in p.listed(b):
             ids[k] = v if ids[k] == zero else b.add(ids[k], v)
     return Port(port.shape, tuple(ids))
+
+
+def _retiled(parts: list[WholeCt], size: int) -> list[WholeCt]:
+    """`parts`, those whose values lie in a row, in the input's order (a loop's sums of an
+    array it read whole: one iteration of the whole) cut into the tiles of the part of most
+    iterations that tiles the input, so that one copy loop adds them all."""
+    tiled = [p for p in parts if p.tiles(size) and p.stride > 0]
+    if len(tiled) < 2:
+        return parts
+    most = max(tiled, key=lambda p: p.n)
+
+    def cut(p: WholeCt) -> WholeCt:
+        if p is most or p.n != 1 or p.row != p.width or p.stride <= 0 or not p.tiles(size):
+            return p
+        return replace(p, row=most.width, width=most.width, stride=most.width, n=most.n)
+    return [cut(p) for p in parts]
 
 
 def _copy_loop(b: Builder, parts: list[WholeCt], elements: dict) -> int:

@@ -36,9 +36,19 @@ def put(expr, index: sp.Symbol, value, done: dict):
     elif not expr.args or (isinstance(expr, sp.Sum) and
                            any(limit[0] == index for limit in expr.limits)):
         out = expr
+    elif isinstance(expr, sp.NDimArray):  # its elements put, its shape kept a number
+        out = sp.ImmutableDenseNDimArray([put(e, index, value, done)
+                                          for e in sp.flatten(expr.tolist())], expr.shape)
     else:
         args = [put(a, index, value, done) for a in expr.args]
-        if all(isinstance(a, sp.Number) for a in args):
+        if isinstance(expr, sp.Indexed) and isinstance(args[0], sp.NDimArray):
+            # an element of listed formulas (`Array(...)[2 * j + t]`): SymPy's Indexed takes
+            # the element itself, which an index that is not a number cannot
+            if all(isinstance(a, sp.Integer) for a in args[1:]):
+                out = args[0][tuple(args[1:])]
+            else:
+                out = sp.Expr.__new__(sp.Indexed, *args)
+        elif all(isinstance(a, sp.Number) for a in args):
             out = expr.func(*args)
         else:
             with sp.evaluate(False):

@@ -323,7 +323,10 @@ def _kind(graph: Graph, nodes, args: list, view) -> tuple:
     first value) for consecutive map values of a region, or ("array",)."""
     first = nodes[args[0]] if args else None
     if first is not None and first.op == "array":  # an input read in place: all of it
-        return ("input", first.attr[0], 0)
+        name = first.attr[0]
+        if view is not None and name.startswith("@s"):  # the body's, read whole from outside
+            return ("view", view, (int(name[2:]), 0))
+        return ("input", name, 0)
     if first is not None and first.op == "input":
         name, k = first.attr
         if all(nodes[a].op == "input" and nodes[a].attr == (name, k + t)

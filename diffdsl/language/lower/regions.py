@@ -66,6 +66,7 @@ class BodyBuilder:
         self.stream_items: list[tuple] = []
         self.strides: list[int] = []
         self.reads: list[set] = []  # offsets read, per stream
+        self.in_place: dict[int, int] = {}  # stream read whole -> its inner array node
         self.fused: dict[tuple, list] = {}  # rows of comprehensions built in (mapped.py)
         self.padded_split = False  # a comprehension's tail, tried as one value (padded.py)
         self.index = self._own(self.inner.input("@i", 0))
@@ -151,6 +152,19 @@ class BodyBuilder:
         self.reads[j].add(offset)
         return self._own(self.inner.input(f"@s{j}", offset))
 
+    def whole(self, items: WholeItems) -> int:
+        """An array node of this body that is the parent's array `items` whole, for loops
+        inside the body to stream (a stream of stride 0 that the body reads in place)."""
+        key = (items, 0)
+        j = self.streams.get(key)
+        if j is None:
+            j = self.streams[key] = len(self.stream_items)
+            self.stream_items.append(items)
+            self.strides.append(0)
+            self.reads.append({0})
+            self.in_place[j] = self.inner.array(f"@s{j}", items.size)
+        return self._own(self.in_place[j])
+
     def carried(self, m: int, start: int = 0) -> list[int]:
         """Ids of a scan's state as the body reads it ("@h"), elements `start` on, `m`."""
         return [self._own(self.inner.input("@h", k)) for k in range(start, start + m)]
@@ -178,6 +192,10 @@ class BodyBuilder:
                                                     for k in range(len(nexts))))
         streams = []
         for j, items in enumerate(self.stream_items):
+            if j in self.in_place:
+                ports[f"@s{j}"] = Port((items.size,), (), None, (self.in_place[j], 0))
+                streams.append((items.node, 0, 0, items.size))
+                continue
             whole = type(items) is WholeItems
             low, high = min(self.reads[j]), max(self.reads[j])
             ids = []

@@ -12,7 +12,7 @@ from ..loop_index import Index
 from ..values import is_array
 from . import mapped, padded
 from .regions import BodyBuilder, Irregular, WholeItems
-from .wholes import WholeInput, listed
+from .wholes import WholeInput
 
 
 def read(lw, value, index: list, span):
@@ -60,10 +60,7 @@ def read(lw, value, index: list, span):
             raise Irregular("a subscript a region cannot read")
     terms = [(body, coeffs[id(body)]) for body in enclosing]
     rest = shape[len(index):]
-    elements = value
-    if isinstance(value, WholeInput) and isinstance(_reader(terms).parent, BodyBuilder):
-        elements = listed(lw, value)  # only a top-level loop's region streams it whole
-    elements = elements if isinstance(elements, WholeInput) else list(elements.flat)
+    elements = value if isinstance(value, WholeInput) else list(value.flat)
     ids = _window(terms, elements, offset, math.prod(rest))
     out = np.empty(len(ids), dtype=object)
     for m, i in enumerate(ids):
@@ -84,17 +81,16 @@ def _window(terms: list, elements: list, offset: int, width: int) -> list[int]:
         items = _window(outer, elements, offset + back, abs(stride) * (body.n - 1) + width)
         return [body.read(tuple(items), stride, t - back) for t in range(width)]
     if isinstance(elements, WholeInput):
-        items = WholeItems(elements.node, elements.size)
+        items = WholeItems(_in_place(body.parent, elements), elements.size)
     else:
         items = tuple(body.parent_node(x) for x in elements)
     return [body.read(items, stride, offset + t) for t in range(width)]
 
 
-def _reader(terms: list):
-    """The body that reads the array's elements directly in `_window`: the outermost that
-    moves the window (the innermost where none around it does)."""
-    reader = terms[0][0]
-    for body, stride in terms[1:]:
-        if stride:
-            reader = body
-    return reader
+def _in_place(b, w: WholeInput) -> int:
+    """The node, in builder `b`, of input `w` read in place: its array node in the program's
+    graph, and in a loop's body an array node the body reads whole from the body around it
+    (a loop nested in another streams it so, not listed element by element)."""
+    if not isinstance(b, BodyBuilder):
+        return w.node
+    return b.whole(WholeItems(_in_place(b.parent, w), w.size))
