@@ -86,8 +86,10 @@ def child(source: str, calls: int, path: str | None) -> dict:
         env["PYTHONPATH"] = path
     with tempfile.TemporaryDirectory() as out:
         grads = os.path.join(out, "g.npz")
+        # run from the temporary folder: `python -c` puts the working directory first on
+        # the path, which would import this checkout's diffdsl over PYTHONPATH's
         done = subprocess.run([sys.executable, "-c", CHILD, source, str(calls), grads],
-                              env=env, capture_output=True, text=True, timeout=900)
+                              env=env, capture_output=True, text=True, timeout=900, cwd=out)
         if done.returncode:
             raise SystemExit(done.stderr[-2000:])
         found = json.loads(done.stdout.strip().splitlines()[-1])

@@ -49,6 +49,12 @@ def _at_winner(bb: Builder, index: int, winner: int, value: int) -> int:
     return bb.select(bb.op("eq", index, winner), value, bb.const(0.0))
 
 
+# A stream of stride 0 read by at most this many iterations keeps its cotangents stacked,
+# added outside: an inner loop's rows added in place where the outer body's sums lie
+# (llvm_loops.accumulates) run faster so than sums of the inner loop's own.
+STACKED = 64
+
+
 def region_pullback(b: Builder, at: int, node, cts: dict[int, int], active: bytearray,
                     sweep, guards: dict, guards_wanted: bool = True,
                     whole_seeds: tuple = ()) -> tuple[list, list]:
@@ -128,7 +134,8 @@ def region_pullback(b: Builder, at: int, node, cts: dict[int, int], active: byte
     # cotangent summed over the iterations, as a capture's: stacked, a loop of 10^5
     # iterations over a point's 4 coordinates made 4 * 10^5 parts and adds outside.
     bases = _stream_bases(region)
-    flat = [j for j in live_streams if region.streams[j][1] == 0 and region.source(j) < 0]
+    flat = [j for j in live_streams if region.streams[j][1] == 0 and region.source(j) < 0
+            and n > STACKED]
     stacked = [j for j in live_streams if j not in flat]
     summed = [(k, ports["@c"][k]) for k in live_caps]
     summed += [(bases[j] + region.streams[j][2] + t, x) for j in flat

@@ -359,7 +359,7 @@ def _materialized(b: Builder, node, active: bytearray, keep_arrays: bool = False
     narrows = iter([(1 <= abs(s) and w <= STENCIL * abs(s) and length % abs(s) == 0, s > 0)
                     for j, ((length, s, _), w) in enumerate(zip(region.streams,
                                                                 region.widths(), strict=True))
-                    if region.source(j) >= 0])
+                    if region.source(j) >= 0 and not (keep_arrays and region.in_place(j))])
 
     def values_of(a, k, length):
         narrow, forwards = next(narrows)

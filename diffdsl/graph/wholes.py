@@ -18,6 +18,7 @@ from .region import Region
 from .stencils import gathered
 
 FEW = 8  # elements read one by one that a gradient's copy loop adds by a select each
+WIDE = 16  # tiles wider than this are added by a loop over a tile's elements
 
 
 @dataclass(frozen=True)
@@ -88,12 +89,16 @@ def gradient_port(b: Builder, port: Port, parts: list[WholeCt], elements: dict) 
 
 
 def _retiled(parts: list[WholeCt], size: int) -> list[WholeCt]:
-    """`parts`, those whose values lie in a row, in the input's order (a loop's sums of an
-    array it read whole: one iteration of the whole) cut into the tiles of the part of most
-    iterations that tiles the input, so that one copy loop adds them all."""
+    """`parts` cut into tiles that one copy loop adds: where all lie in a row in the input's
+    order, single elements; else those of one iteration over the whole (a loop's sums of an
+    array it read whole) into the tiles of the part of most iterations that tiles it."""
     tiled = [p for p in parts if p.tiles(size) and p.stride > 0]
     if len(tiled) < 2:
         return parts
+    if all(p in tiled and p.row == p.width for p in parts):
+        # every part's values in a row: a loop over the elements, one add each (a tile's
+        # width of adds in the body was 496 at GMM's d = 32, past what O3 is given)
+        return [replace(p, n=size, width=1, row=1, stride=1) for p in parts]
     most = max(tiled, key=lambda p: p.n)
 
     def cut(p: WholeCt) -> WholeCt:
@@ -110,6 +115,8 @@ def _copy_loop(b: Builder, parts: list[WholeCt], elements: dict) -> int:
     bb = Builder()
     index = bb.input("@i", 0)
     guards = [p.guard for p in parts if p.guard is not None]
+    if w > WIDE and not guards and not elements:
+        return _tiles_loop(b, parts)
     captured = guards + list(elements.values())
     caps = [bb.input("@c", k) for k in range(len(captured))]
     streams = [[bb.input(f"@s{j}", t) for t in range(w)] for j in range(len(parts))]
@@ -138,3 +145,31 @@ def _copy_loop(b: Builder, parts: list[WholeCt], elements: dict) -> int:
                  ((n - 1) * p.row + w, -p.row, (n - 1) * p.row) for p in parts)
     region = Region(n, body, len(caps), spec, (), 0, tuple(p.base for p in parts))
     return b.region(region, captured + [p.region for p in parts])
+
+
+def _tiles_loop(b: Builder, parts: list[WholeCt]) -> int:
+    """The copy loop of unguarded parts of wide tiles: a loop over the tiles whose body is a
+    loop over a tile's elements, one add each (written out, a tile's width of adds in the
+    body; GMM's factors at d = 32: 496, past the nodes O3 is given)."""
+    n, w = parts[0].n, parts[0].width
+    inner = Builder()
+    index = inner.input("@i", 0)
+    total = None
+    for j in range(len(parts)):
+        v = inner.input(f"@s{j}", 0)
+        total = v if total is None else inner.add(total, v)
+    ports = {"@i": Port((1,), (index,)), "@c": Port((0,), ())}
+    ports.update({f"@s{j}": Port((1,), (inner.input(f"@s{j}", 0),)) for j in range(len(parts))})
+    add = Region(w, body_graph(inner.nodes, ports, [], [total]), 0, ((w, 1, 0),) * len(parts))
+    bb = Builder()
+    outer = {"@i": Port((1,), (bb.input("@i", 0),)), "@c": Port((0,), ())}
+    tiles = []
+    for j in range(len(parts)):
+        tiles.append([bb.input(f"@s{j}", t) for t in range(w)])
+        outer[f"@s{j}"] = Port((w,), tuple(tiles[j]))
+    r = bb.region(add, [x for tile in tiles for x in tile])
+    body = body_graph(bb.nodes, outer, [], [bb.part(r, t) for t in range(w)])
+    spec = tuple(((n - 1) * p.row + w, p.row, 0) if p.stride > 0 else
+                 ((n - 1) * p.row + w, -p.row, (n - 1) * p.row) for p in parts)
+    return b.region(Region(n, body, 0, spec, (), 0, tuple(p.base for p in parts)),
+                    [p.region for p in parts])
