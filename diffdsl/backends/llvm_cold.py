@@ -20,7 +20,7 @@ from __future__ import annotations
 
 from ..graph.ir import Graph
 
-SKIPPED = ("input", "const", "part", "region", "array")  # nodes that are no code of their own
+SKIPPED = ("input", "const", "part", "region")  # nodes that are no code of their own
 
 
 def outside_loops(graph: Graph) -> int:

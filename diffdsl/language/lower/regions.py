@@ -185,8 +185,9 @@ class BodyBuilder:
             raise Irregular("a loop of static values")
         inner = self.inner
         nodes = list(inner.nodes)
+        outer = self._captures_in_order(nodes)
         ports = {"@i": Port((1,), (self.index - self.base,)),
-                 "@c": Port((len(self.captured),), tuple(self.captured.values()))}
+                 "@c": Port((len(outer),), tuple(self.captured[a] for a in outer))}
         if state is not None:
             ports["@h"] = Port((len(nexts),), tuple(inner._index[("input", (), ("@h", k))]
                                                     for k in range(len(nexts))))
@@ -211,9 +212,28 @@ class BodyBuilder:
                            (items, self.strides[j], low))
         body = body_graph(nodes, ports, sums, maps, nexts)
         initial = [] if state is None else list(state[0])
-        region, args = make_region(self.n, body, list(self.captured), streams, combine, initial)
+        region, args = make_region(self.n, body, outer, streams, combine, initial)
         self.made = region
         return self.parent.region(region, args)
+
+    def _captures_in_order(self, nodes: list) -> list[int]:
+        """The outer values captured, an input's elements first, in the input's order, then
+        the others as first used (their "@c" input nodes in `nodes` renumbered to match): a
+        loop's captures that are a run of an input's elements are copied by one memcpy, and
+        elements read one by one in a body (GMM's factors at the triangle's indices) came
+        in another order."""
+        def key(a):
+            b = self.parent
+            while isinstance(b, BodyBuilder) and a < b.base:
+                b = b.parent
+            node = b.inner.nodes[a - b.base] if isinstance(b, BodyBuilder) else b.nodes[a]
+            if node.op == "input" and not node.attr[0].startswith("@"):
+                return (0, node.attr[0], node.attr[1])
+            return (1, "", 0)
+        outer = sorted(self.captured, key=key)  # stable: the others keep their order
+        for k, a in enumerate(outer):
+            nodes[self.captured[a]] = Node("input", (), ("@c", k))
+        return outer
 
     def parent_node(self, x) -> int:
         """The parent's node of an element of an array from outside the loop."""
