@@ -31,7 +31,7 @@ over i that reads nothing of i) still run in it: region nodes are never moved.
 from __future__ import annotations
 
 from .ir import Builder, Graph, Node, Port, prune
-from .loops import LEAVES, has_regions, initial_state, split_args
+from .loops import LEAVES, has_regions, initial_state, read_alone, split_args
 from .region import Region
 from .verify import verify, verifying
 
@@ -291,9 +291,7 @@ def _stream_nodes(body: Graph, j: int, region: Region) -> list[int]:
     port = body.inputs[f"@s{j}"]
     if not region.in_place(j):
         return list(port.ids)
-    name = f"@s{j}"
-    return [port.whole[0]] + [i for i, node in enumerate(body.nodes)
-                              if node.op == "input" and node.attr[0] == name]
+    return [port.whole[0]] + read_alone(body.nodes, f"@s{j}")
 
 
 def _builder_of(b: Builder, region: Region, args: list[int]):

@@ -16,7 +16,7 @@ taken by the same sweeps as any graph.
 from __future__ import annotations
 
 from .ir import Builder
-from .loops import body_graph, body_ports, inline, split_args, stream_input
+from .loops import body_graph, body_ports, inline, read_alone, split_args, stream_inputs
 from .region import Region
 from .wholes import WholeCt
 
@@ -26,14 +26,8 @@ def _body_inputs(bb: Builder, region: Region, extra_captures: int, extra_widths:
     `extra_captures`), the region's streams, then one stream per extra width."""
     ports = {"@i": [bb.input("@i", 0)],
              "@c": [bb.input("@c", k) for k in range(region.captures + extra_captures)]}
-    widths = region.widths() + extra_widths
-    for j, w in enumerate(widths):
-        ports[f"@s{j}"] = stream_input(bb, j, w, j < len(region.streams) and
-                                       region.in_place(j))
+    ports.update(stream_inputs(bb, region, region.widths() + extra_widths))
     return ports
-
-
-_ports = body_ports
 
 
 def _indicator(bb: Builder, present: bool, guard) -> int:
@@ -120,7 +114,7 @@ def region_pullback(b: Builder, at: int, node, cts: dict[int, int], active: byte
     live_caps = [k for k, a in enumerate(captures) if active[a]]
     live_streams = [j for j, ids in enumerate(streams) if any(active[a] for a in ids)]
     # arrays read whole (in place) by loops in the body: the array, its elements read alone
-    in_place = {j: _elements(bb, f"@s{j}") for j in live_streams if region.in_place(j)}
+    in_place = {j: read_alone(bb.nodes, f"@s{j}") for j in live_streams if region.in_place(j)}
     live_streams = [j for j in live_streams if j not in in_place]
     sources = {ports["@c"][k] for k in live_caps}
     sources |= {i for j in live_streams for i in ports[f"@s{j}"]}
@@ -163,7 +157,7 @@ def region_pullback(b: Builder, at: int, node, cts: dict[int, int], active: byte
     if p and not won and not q:  # the region's own sums, last: read from here (share_sums)
         sums += list(out["@sum"])
         combine += ("add",) * p if combine else ()
-    body = body_graph(bb.nodes, _ports(bb, ports), sums, maps)
+    body = body_graph(bb.nodes, body_ports(bb, ports), sums, maps)
     seed_args = [cts.get(e, b.const(0.0)) for e in range(p)]
     seed_args += [b.part(at, region.winner_value(e)) for e in won]
     seed_args += present(b, [True] * len(sum_g), [guards[e] for e in sum_g])
@@ -226,11 +220,6 @@ def region_pullback(b: Builder, at: int, node, cts: dict[int, int], active: byte
     zero_outer = b.const(0.0)
     conds = [None if s is None else b.op("ne", s, zero_outer) for s in shown]
     return parts, conds
-
-
-def _elements(bb: Builder, name: str) -> list[int]:
-    """The input nodes of `bb` that are elements of port `name`, read alone."""
-    return [i for i, node in enumerate(bb.nodes) if node.op == "input" and node.attr[0] == name]
 
 
 def _array_cotangents(bb: Builder, ct: dict, wholes, elements: list, size: int) -> list:
@@ -314,7 +303,7 @@ def region_tangent(b: Builder, at: int, node, ts: list, sweep, gs: list,
         maps += [_indicator(bb, x in t, inner.get(x)) for x in out["@map"]]
         combine = ("add",) * len(sums) + ("max",) * len(sums)
         sums += shown
-    body = body_graph(bb.nodes, _ports(bb, ports), sums, maps)
+    body = body_graph(bb.nodes, body_ports(bb, ports), sums, maps)
     args, new_streams = tangent_args(b, at, node, ts, gs, chosen)
     whole = region.whole + (-1,) * (len(new_streams) - len(region.streams)) \
         if region.whole else ()  # an input read in place, as data, stays so

@@ -302,6 +302,19 @@ def stream_input(bb: Builder, j: int, width: int, in_place: bool) -> list[int]:
     return [bb.input(f"@s{j}", k) for k in range(width)]
 
 
+def stream_inputs(bb: Builder, region: Region, widths: list[int]) -> dict[str, list[int]]:
+    """The input nodes of a derivative body's streams: the region's (read in place where
+    it reads them so), then one more per further width."""
+    return {f"@s{j}": stream_input(bb, j, w, j < len(region.streams) and region.in_place(j))
+            for j, w in enumerate(widths)}
+
+
+def read_alone(nodes, name: str) -> list[int]:
+    """The nodes among `nodes` that are elements of port `name` read alone (beside the array
+    node of a port read in place)."""
+    return [i for i, node in enumerate(nodes) if node.op == "input" and node.attr[0] == name]
+
+
 def body_ports(bb: Builder, ports: dict) -> dict[str, Port]:
     """The ports of a body's input nodes, {name: ids} (an array node: a port read whole)."""
     def port(ids):

@@ -23,7 +23,6 @@ from .ir import Builder
 from .loop_sweeps import (
     _at_winner,
     _indicator,
-    _ports,
     _stream_bases,
     present,
     seeded_guards,
@@ -32,7 +31,15 @@ from .loop_sweeps import (
     tangent_seeds,
     tangent_value,
 )
-from .loops import body_graph, initial_state, inline, split_args, stored_region, stream_input
+from .loops import (
+    body_graph,
+    body_ports,
+    initial_state,
+    inline,
+    split_args,
+    stored_region,
+    stream_inputs,
+)
 from .region import Region
 
 
@@ -44,9 +51,7 @@ def stored_states(b: Builder, node) -> int:
 
 def _inputs(bb: Builder, region: Region, captures: int, widths: list[int], carry: int) -> dict:
     ports = {"@i": [bb.input("@i", 0)], "@c": [bb.input("@c", k) for k in range(captures)]}
-    for j, w in enumerate(widths):
-        ports[f"@s{j}"] = stream_input(bb, j, w, j < len(region.streams) and
-                                       region.in_place(j))
+    ports.update(stream_inputs(bb, region, widths))
     ports["@h"] = [bb.input("@h", k) for k in range(carry)]
     return ports
 
@@ -109,7 +114,7 @@ def _reverse_body(region: Region, sweep, seeded: list, seeded_maps: int, live_ca
         maps += [_indicator(bb, x in ct, inner.get(x)) for x in map_nodes]
         nexts += [_indicator(bb, x in ct, inner.get(x)) for x in state_nodes]
         combine = ("add",) * len(cap_nodes) + ("max",) * len(cap_nodes)
-    body = body_graph(bb.nodes, _ports(bb, ports), sums, maps, nexts)
+    body = body_graph(bb.nodes, body_ports(bb, ports), sums, maps, nexts)
     found = any(x in ct and inner.get(x) is not None for x in every)
     return body, combine, {x: x in ct for x in every}, found, (cap_nodes, map_nodes,
                                                                state_nodes)
@@ -251,7 +256,7 @@ def _tangent_body(region: Region, sweep, chosen: tuple, guards: bool, live: set)
         nexts += [_indicator(bb, x in t, inner.get(x)) for x in out["@next"]]
         combine = ("add",) * len(sums) + ("max",) * len(sums)
         sums += shown
-    body = body_graph(bb.nodes, _ports(bb, ports), sums, maps, nexts)
+    body = body_graph(bb.nodes, body_ports(bb, ports), sums, maps, nexts)
     reached = tuple(x in t for x in every)
     return body, combine, reached, found
 

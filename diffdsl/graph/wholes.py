@@ -112,11 +112,11 @@ def _copy_loop(b: Builder, parts: list[WholeCt], elements: dict) -> int:
     """A region over the tiles whose map adds, per element, the parts' cotangents (zero where
     a part's guard does not hold) and the cotangent of an element read alone."""
     n, w = parts[0].n, parts[0].width
-    bb = Builder()
-    index = bb.input("@i", 0)
     guards = [p.guard for p in parts if p.guard is not None]
     if w > WIDE and not guards and not elements:
         return _tiles_loop(b, parts)
+    bb = Builder()
+    index = bb.input("@i", 0)
     captured = guards + list(elements.values())
     caps = [bb.input("@c", k) for k in range(len(captured))]
     streams = [[bb.input(f"@s{j}", t) for t in range(w)] for j in range(len(parts))]
@@ -139,11 +139,7 @@ def _copy_loop(b: Builder, parts: list[WholeCt], elements: dict) -> int:
     for j in range(len(parts)):
         ports[f"@s{j}"] = Port((w,), tuple(streams[j]))
     body = body_graph(bb.nodes, ports, [], out)
-    # tile i of the input is iteration i of a part that reads it in order, n - 1 - i of one
-    # that reads it backwards
-    spec = tuple(((n - 1) * p.row + w, p.row, 0) if p.stride > 0 else
-                 ((n - 1) * p.row + w, -p.row, (n - 1) * p.row) for p in parts)
-    region = Region(n, body, len(caps), spec, (), 0, tuple(p.base for p in parts))
+    region = Region(n, body, len(caps), _tiles(parts), (), 0, tuple(p.base for p in parts))
     return b.region(region, captured + [p.region for p in parts])
 
 
@@ -169,7 +165,13 @@ def _tiles_loop(b: Builder, parts: list[WholeCt]) -> int:
         outer[f"@s{j}"] = Port((w,), tuple(tiles[j]))
     r = bb.region(add, [x for tile in tiles for x in tile])
     body = body_graph(bb.nodes, outer, [], [bb.part(r, t) for t in range(w)])
-    spec = tuple(((n - 1) * p.row + w, p.row, 0) if p.stride > 0 else
-                 ((n - 1) * p.row + w, -p.row, (n - 1) * p.row) for p in parts)
-    return b.region(Region(n, body, 0, spec, (), 0, tuple(p.base for p in parts)),
+    return b.region(Region(n, body, 0, _tiles(parts), (), 0, tuple(p.base for p in parts)),
                     [p.region for p in parts])
+
+
+def _tiles(parts: list[WholeCt]) -> tuple:
+    """The streams of a copy loop over the tiles: tile i of the input is iteration i of a part
+    that reads it in order, n - 1 - i of one that reads it backwards."""
+    n, w = parts[0].n, parts[0].width
+    return tuple(((n - 1) * p.row + w, p.row, 0) if p.stride > 0 else
+                 ((n - 1) * p.row + w, -p.row, (n - 1) * p.row) for p in parts)
