@@ -182,14 +182,14 @@ def region_pullback(b: Builder, at: int, node, cts: dict[int, int], active: byte
     r = b.region(back, captures + seed_args + stream_args)
     parts: list = [None] * len(node.args)
     shown: list = [None] * len(node.args)  # indicators of where each part may be nonzero
+    widths = region.widths()
     for m, (k, c, _) in enumerate(entries):
         if c is None:
             continue
-        if type(k) is tuple:  # an array's: its values in a row, whole
+        if type(k) is tuple:  # an array's: its values in a row, whole (made once an array)
             j, t = k
-            if bases[j] not in parts or parts[bases[j]] is None:
-                w = region.widths()[j]
-                parts[bases[j]] = WholeCt(r, m - t, w, w, w, 0, 1)
+            if parts[bases[j]] is None:
+                parts[bases[j]] = WholeCt(r, m - t, widths[j], widths[j], widths[j], 0, 1)
             continue
         parts[k] = b.part(r, m)
         if guarded:
