@@ -354,3 +354,25 @@ def timed(fn, X, repeats: int) -> tuple[float, float, np.ndarray]:
         fn(X)
         times.append(time.perf_counter() - start)
     return first, statistics.median(times), result
+
+
+def run_child(code: str, args: list[str], path: str | None = None,
+              timeout: float = 1800) -> dict:
+    """Run `python -c code *args GRADS` in a fresh process with an empty kernel cache (and
+    the diffdsl at `path`, if given) from a temporary folder (`python -c` puts the working
+    directory first on the path, which would import this checkout's diffdsl over
+    PYTHONPATH's): its last line of output as JSON, with "grad" the arrays it saved to
+    GRADS (an .npz)."""
+    env = dict(os.environ, DIFFDSL_CACHE_DIR=tempfile.mkdtemp(prefix="bench-cache-"))
+    if path:
+        env["PYTHONPATH"] = path
+    with tempfile.TemporaryDirectory() as out:
+        grads = os.path.join(out, "g.npz")
+        done = subprocess.run([sys.executable, "-c", code, *args, grads], env=env,
+                              capture_output=True, text=True, timeout=timeout, cwd=out)
+        if done.returncode:
+            raise SystemExit(done.stderr[-2000:])
+        found = json.loads(done.stdout.strip().splitlines()[-1])
+        with np.load(grads) as g:
+            found["grad"] = {k: g[k] for k in g.files}
+    return found

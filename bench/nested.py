@@ -14,11 +14,7 @@ measured on the same machine under the same load.
 from __future__ import annotations
 
 import argparse
-import json
-import os
-import subprocess
 import sys
-import tempfile
 import time
 from pathlib import Path
 
@@ -27,7 +23,7 @@ from numba import njit, prange
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
-from common import machine, table  # noqa: E402
+from common import machine, run_child, table  # noqa: E402
 
 KERNEL = """input X[{n}, 4]
 input Y[{m}, 4]
@@ -80,24 +76,6 @@ def reference(X, Y):
     return {"X": gx, "Y": gy}
 
 
-def child(source: str, calls: int, path: str | None) -> dict:
-    env = dict(os.environ, DIFFDSL_CACHE_DIR=tempfile.mkdtemp(prefix="nested-cache-"))
-    if path:
-        env["PYTHONPATH"] = path
-    with tempfile.TemporaryDirectory() as out:
-        grads = os.path.join(out, "g.npz")
-        # run from the temporary folder: `python -c` puts the working directory first on
-        # the path, which would import this checkout's diffdsl over PYTHONPATH's
-        done = subprocess.run([sys.executable, "-c", CHILD, source, str(calls), grads],
-                              env=env, capture_output=True, text=True, timeout=900, cwd=out)
-        if done.returncode:
-            raise SystemExit(done.stderr[-2000:])
-        found = json.loads(done.stdout.strip().splitlines()[-1])
-        with np.load(grads) as g:
-            found["grad"] = {k: g[k] for k in g.files}
-    return found
-
-
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--sizes", type=int, nargs="+", default=[1000, 10000, 100000])
@@ -121,7 +99,7 @@ def main() -> None:
             times.append(time.perf_counter() - t)
         hand = min(times)
         for name, path in builds:
-            got = child(source, args.calls, path)
+            got = run_child(CHILD, [source, str(args.calls)], path, timeout=900)
             gap = max(float(np.max(np.abs(got["grad"][k] - want[k])) /
                             max(1.0, float(np.max(np.abs(want[k]))))) for k in want)
             rows.append([f"n = {args.n}, m = {m}", name, f"{got['first']:.2f} s",

@@ -37,6 +37,9 @@ class Limits:
     # region, whose body is lowered once). A huge value unrolls every loop: the reference
     # semantics, which tests compare with.
     unroll: int = 64
+    # values a loop's gradient stores of the states it carries (iterations x state); past
+    # it, one state a segment of about sqrt(iterations), the others computed again
+    stored: int = 10_000_000
 
 
 NAMES = tuple(f.name for f in fields(Limits))
@@ -44,7 +47,8 @@ ENV = {name: f"DIFFDSL_MAX_{name.upper()}" for name in NAMES}
 # What each limit counts, for messages.
 WHAT = {"int_bits": "bits in a static integer", "elements": "elements in an array",
         "steps": "steps of unrolled work", "nodes": "nodes in a graph",
-        "unroll": "iterations of a loop written out"}
+        "unroll": "iterations of a loop written out",
+        "stored": "states a loop's gradient stores"}
 
 # The `using` blocks in force, innermost last: a tuple, replaced (never changed) by each block.
 _overrides: contextvars.ContextVar[tuple] = contextvars.ContextVar("diffdsl_limits",

@@ -17,8 +17,8 @@ from test_regions_fuzz import agree, build
 
 
 @st.composite
-def scan_programs(draw):
-    n = draw(st.integers(3, 6))
+def scan_programs(draw, most: int = 6):
+    n = draw(st.integers(3, most))
     lines = ["input x", "input v[2]", f"input d[{n}]"]
     outer = {"x": "s", "v": "v"}
     lines.append(f"a = x * {draw(scalar(outer, 1))} + x")

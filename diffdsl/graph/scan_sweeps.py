@@ -19,6 +19,7 @@ them only where some guard turned up.
 
 from __future__ import annotations
 
+from . import checkpoints
 from .ir import Builder
 from .loop_sweeps import (
     _at_winner,
@@ -163,7 +164,8 @@ def scan_pullback(b: Builder, at: int, node, cts: dict[int, int], active: bytear
     args = captures + [cts.get(e, zero) for e in range(p)]
     args += [b.part(at, region.winner_value(e)) for e in won]
     args += present(b, [True] * len(sum_g), [guards[e] for e in sum_g])
-    args += [a for ids in streams for a in ids] + [stored_states(b, node)]
+    args += [a for ids in streams for a in ids]
+    states_at = len(args)  # the stored states' argument, and their stream:
     back_streams = [(length, -stride, offset + stride * (n - 1))
                     for length, stride, offset in region.streams]
     back_streams.append((n * m, -m, (n - 1) * m))
@@ -180,14 +182,22 @@ def scan_pullback(b: Builder, at: int, node, cts: dict[int, int], active: bytear
     whole += [-1] * seeded_maps
     back = Region(n, body, region.captures + p + len(won) + len(sum_g), tuple(back_streams),
                   combine, len(final), tuple(whole))
-    r = b.region(back, args + final)
+    segment = checkpoints.segment_length(n, m)
+    if segment:  # too many states to store: one a segment, the others computed again
+        read = checkpoints.pullback(b, node, back, args, len(region.streams), final, segment)
+    else:
+        r = b.region(back, args[:states_at] + [stored_states(b, node)] + args[states_at:]
+                     + final)
+
+        def read(v: int) -> int:
+            return b.part(r, v)
     parts: list = [None] * len(node.args)
     shown: list = [None] * len(node.args)
     for e, k in enumerate(live_caps):
         if reached[cap_nodes[e]]:
-            parts[k] = b.part(r, e)
+            parts[k] = read(e)
             if guarded:
-                shown[k] = b.part(r, len(cap_nodes) + e)
+                shown[k] = read(len(cap_nodes) + e)
     width = back.maps
     column = 0
     bases = _stream_bases(region)
@@ -202,18 +212,18 @@ def scan_pullback(b: Builder, at: int, node, cts: dict[int, int], active: bytear
                     continue
                 arg = bases[j] + offset + stride * i + t
                 value = back.sums + row * width + column + t
-                v = b.part(r, value)
+                v = read(value)
                 parts[arg] = v if parts[arg] is None else b.add(parts[arg], v)
                 if guarded:
-                    g = b.part(r, value + len(map_nodes))
+                    g = read(value + len(map_nodes))
                     shown[arg] = g if shown[arg] is None else b.add(shown[arg], g)
         column += w
     first = len(node.args) - m
     for k in range(m):
         if reached[state_nodes[k]]:
-            parts[first + k] = b.part(r, back.carry_value(k))
+            parts[first + k] = read(back.carry_value(k))
             if guarded:
-                shown[first + k] = b.part(r, back.carry_value(m + k))
+                shown[first + k] = read(back.carry_value(m + k))
     conds = [None if s is None else b.op("ne", s, zero) for s in shown]
     return parts, conds
 
