@@ -53,10 +53,30 @@ def scan_range(lw, st: s.For, scope) -> range | None:
     return range(*bounds)
 
 
-def _varying(value) -> bool:
+def varying(value) -> bool:
+    """Whether every element of `value` varies (a `Dyn`): a static number folds differently
+    written out than as a loop's state."""
     if is_array(value):
         return value.size > 0 and all(isinstance(x, Dyn) for x in value.flat)
     return isinstance(value, Dyn)
+
+
+def carried_values(lw, values: list, ids: list) -> list:
+    """Values of the shapes of `values`, their elements the nodes `ids` in order: a scan's
+    state as its body reads it, or as the graph after it does."""
+    out, at = [], 0
+    for v in values:
+        size = v.size if is_array(v) else 1
+        items = [lw.v.dyn(i) for i in ids[at:at + size]]
+        out.append(np.array(items, dtype=object).reshape(v.shape) if is_array(v) else items[0])
+        at += size
+    return out
+
+
+def final_state(parent, region: int) -> list[int]:
+    """Part nodes of scan node `region`'s final state."""
+    r = parent.nodes[region].attr
+    return [parent.part(region, r.carry_value(k)) for k in range(r.carry)]
 
 
 def lower_scan(lw, st: s.For, steps: range, scope, bind) -> bool:
@@ -69,7 +89,7 @@ def lower_scan(lw, st: s.For, steps: range, scope, bind) -> bool:
         return False
     names = sorted(name for name in assigned(st.body) - {st.name} if name in scope)
     values = [elements(lw, scope[name]) for name in names]
-    written = [name for name, v in zip(names, values, strict=True) if not _varying(v)]
+    written = [name for name, v in zip(names, values, strict=True) if not varying(v)]
     names = [name for name in names if name not in written]
     values = [elements(lw, scope[name]) for name in names]
     if not names or any(name in lw.wrt for name in names + written):
@@ -80,13 +100,9 @@ def lower_scan(lw, st: s.For, steps: range, scope, bind) -> bool:
     def build(bb):
         sizes = [v.size if is_array(v) else 1 for v in values]
         state = bb.carried(sum(sizes))
-        inside, at = {st.name: Index.of(bb).plus(steps.start + 1)}, 0
+        inside = {st.name: Index.of(bb).plus(steps.start + 1)}
         inside.update((name, Unread(name)) for name in written)
-        for name, v, size in zip(names, values, sizes, strict=True):
-            items = [lw.v.dyn(i) for i in state[at:at + size]]
-            inside[name] = np.array(items, dtype=object).reshape(v.shape) if is_array(v) \
-                else items[0]
-            at += size
+        inside.update(zip(names, carried_values(lw, values, state), strict=True))
         body_scope = type(scope)(scope)  # a copy, as a dynamic `if` copies its scope
         body_scope.update(inside)
         lw.block(st.body, body_scope)
@@ -120,13 +136,9 @@ def lower_scan(lw, st: s.For, steps: range, scope, bind) -> bool:
     region = in_body(lw, n - 1, build, checked=(-1, n))
     if region is None:
         return False
-    r = parent.nodes[region].attr
-    at = 0
-    for name, v in zip(names, values, strict=True):
-        size = v.size if is_array(v) else 1
-        items = [lw.v.dyn(parent.part(region, r.carry_value(at + k))) for k in range(size)]
-        bind(name, np.array(items, dtype=object).reshape(v.shape) if is_array(v) else items[0])
-        at += size
+    for name, value in zip(names, carried_values(lw, values, final_state(parent, region)),
+                           strict=True):
+        bind(name, value)
     for name, value in statics.items():
         bind(name, value)
     # The last iteration written out: a gradient then seeds every state element the body

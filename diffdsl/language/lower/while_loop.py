@@ -36,8 +36,10 @@ from ...errors import (
     UnknownNameError,
 )
 from .. import syntax as s
-from ..values import Dyn, describe, shape_of
+from ..values import Dyn, describe, is_array, shape_of
+from .regions import Irregular, in_body
 from .rows import elements
+from .scans import assigned, carried_values, final_state, varying
 
 ATTRIBUTES = ("steps", "converged")
 
@@ -50,7 +52,13 @@ def lower_while(lw, st: s.While, scope) -> None:
     v.budget.charge(limit, st.limit.span, "this loop")
     running = True
     steps = 0
-    for _ in range(limit):
+    for k in range(limit):
+        if k == 1 and isinstance(running, Dyn) and limit - 1 > v.limits.unroll:
+            kept = _as_scan(lw, st, scope, limit - 1, running, steps)
+            if kept is not None:  # the steps after the first, one loop
+                running, steps = kept
+                test = None
+                break
         test = v.condition(lw.expr(st.test, scope), st.test.span)
         running = _both(v, running, test)
         if running is False:
@@ -64,11 +72,69 @@ def lower_while(lw, st: s.While, scope) -> None:
             _merge(lw, running, step, scope, st.span)
         running = _both(v, running, _not(v, stop))
     else:  # `max` steps ran: still running only if the condition holds after the last one
-        if st.label is not None and running is not False:
-            running = _both(v, running, v.condition(lw.expr(st.test, scope), st.test.span))
+        test = None
+    if test is None and st.label is not None and running is not False:
+        running = _both(v, running, v.condition(lw.expr(st.test, scope), st.test.span))
     if st.label is not None:
         scope[f"{st.label}.steps"] = steps
         scope[f"{st.label}.converged"] = _not(v, running)
+
+
+def _as_scan(lw, st: s.While, scope, n: int, running, steps):
+    """The `n` steps after the first as a scan (scans.py), which carries the names the body
+    assigns, the running flag and, for a named loop, the count of steps: each step is the
+    guarded step above, lowered once. The new (running, steps), the names rebound in
+    `scope`; None (nothing changed) where the loop must be written out: a name it carries
+    still static after the first step, a body a loop cannot hold (regions.py)."""
+    v = lw.v
+    names = sorted(name for name in assigned(st.body) if name in scope)
+    if any(name in lw.wrt for name in names):
+        return None  # differentiated by: tagged where bound, as written out
+    values = [elements(lw, scope[name]) for name in names]
+    counted = st.label is not None
+    flags = [running] + ([steps] if counted else [])
+    if not all(varying(x) for x in values + flags):
+        return None
+    initial = [v.node(x) for x in values for x in (x.flat if is_array(x) else [x])]
+    initial += [v.node(x) for x in flags]
+
+    def build(bb):
+        state = bb.carried(len(initial))
+        body_scope = type(scope)(scope)  # a copy, as a dynamic `if` copies its scope
+        body_scope.update(zip(names, carried_values(lw, values, state), strict=True))
+        at = len(state) - len(flags)
+        now = _both(v, v.dyn(state[at]), v.condition(lw.expr(st.test, body_scope),
+                                                      st.test.span))
+        count = v.dyn(state[at + 1]) if counted else None
+        if now is False:
+            raise Irregular("a loop whose steps after the first never run")
+        if counted:
+            count = _count(v, now, count, st.span)
+        step = type(body_scope)(body_scope)
+        stop = _step(lw, st.body, step)
+        _merge(lw, now, step, body_scope, st.span)
+        now = _both(v, now, _not(v, stop))
+        nexts = [x for name in names for x in flat(elements(lw, body_scope[name]))]
+        nexts += [now] + ([count] if counted else [])
+        nexts = [float(x) if isinstance(x, bool) else x for x in nexts]
+        if len(nexts) != len(initial):
+            raise Irregular("a name changes shape in the loop")
+        return bb.finish([], [], state=(initial, nexts))
+
+    parent = v.b
+    region = in_body(lw, n, build)
+    if region is None:
+        return None
+    final = final_state(parent, region)
+    for name, value in zip(names, carried_values(lw, values, final), strict=True):
+        scope[name] = lw.bound(name, value)
+    at = len(final) - len(flags)
+    running = v.dyn(final[at])
+    return running, (v.dyn(final[at + 1]) if counted else steps)
+
+
+def flat(value) -> list:
+    return list(value.flat) if is_array(value) else [value]
 
 
 def loop_value_error(lw, name: str, scope, span) -> DiffDSLError:
