@@ -22,6 +22,7 @@ from .exprs import generate
 from .names import ABSENT, FunctionScope, local, suggest_function
 from .regions import region_reduce, regular_range
 from .rows import elements, lazy
+from .scans import region_product
 from .statements import whole_assign
 
 RECURSION_LIMIT = 1000
@@ -111,10 +112,11 @@ def generator_call(lw, e: s.GenCall, scope):
         raise TypeMismatchError(f"'{e.func}' does not take a generator; only "
                                 f"{', '.join(GENERATOR_BUILTINS[:-1])} and "
                                 f"{GENERATOR_BUILTINS[-1]} do", e.func_span)
-    if e.func in ("sum", "mean", "min", "max", "logsumexp"):
+    if e.func in ("sum", "mean", "min", "max", "logsumexp", "prod"):
         n = regular_range(lw, e.clauses, scope, e.func)
         if n is not None:  # long and perhaps regular: tried as a loop that stays a loop
-            total = region_reduce(lw, e, n, scope)
+            total = region_product(lw, e, n, scope) if e.func == "prod" else \
+                region_reduce(lw, e, n, scope)
             if total is not None:
                 return total
     items: list = []

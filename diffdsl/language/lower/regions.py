@@ -176,10 +176,7 @@ class BodyBuilder:
         sums = [self._inner(self._node(x)) for x in sums]
         maps = [self._inner(self._node(x)) for x in maps]
         nexts = None if state is None else [self._inner(self._node(x)) for x in state[1]]
-        if state is None and not self.captured and all(
-                type(items) is not WholeItems and all(self.parent.value(a) is not None
-                                                      for a in items)
-                for items in self.stream_items):
+        if state is None and not self.varies():
             # Nothing from outside varies: written out, the loop folds to static numbers
             # (`const c = prod([2 for i in range(65)])`), as a program may need it to.
             raise Irregular("a loop of static values")
@@ -215,6 +212,13 @@ class BodyBuilder:
         region, args = make_region(self.n, body, outer, streams, combine, initial)
         self.made = region
         return self.parent.region(region, args)
+
+    def varies(self) -> bool:
+        """Whether the body reads a value from outside that varies (else, written out, the
+        loop would fold to static numbers)."""
+        return bool(self.captured) or any(
+            type(items) is WholeItems or any(self.parent.value(a) is None for a in items)
+            for items in self.stream_items)
 
     def _captures_in_order(self, nodes: list) -> list[int]:
         """The outer values captured, an input's elements first, in the input's order, then

@@ -15,6 +15,8 @@ drops the attempt, and the rest of the loop is written out.
 
 from __future__ import annotations
 
+from collections import ChainMap
+
 import numpy as np
 
 from .. import syntax as s
@@ -147,3 +149,28 @@ def lower_scan(lw, st: s.For, steps: range, scope, bind) -> bool:
     bind(st.name, steps[-1])
     lw.block(st.body, scope)
     return True
+
+
+def region_product(lw, e: s.GenCall, n: int, scope):
+    """`prod` of a generator of more than `limits.unroll` terms as a scan that carries the
+    product from 1: the left fold of the terms written out (1 * a0 is a0: the same numbers),
+    whose gradient the scan's pullback takes through the running products, right where a
+    term is 0 (no division by it). None where it is written out: short, a term static in
+    every iteration (a static product), an array, or a body a loop cannot hold."""
+    clause = e.clauses[0]
+    if n <= lw.v.limits.unroll or clause.name in lw.wrt:
+        return None
+    parent = lw.v.b
+    one = parent.const(1.0)
+
+    def build(bb):
+        start = range_bounds(lw, clause.iter, scope)[0]
+        term = lw.expr(e.elt, ChainMap({clause.name: Index.of(bb).plus(start)}, scope))
+        if is_array(term) or not bb.varies():
+            raise Irregular("a product of arrays or of static terms")
+        if isinstance(term, Index):
+            term = lw.v.dyn(lw.v.node(term))
+        product = lw.v.arith("*", lw.v.dyn(bb.carried(1)[0]), term, e.span)
+        return bb.finish([], [], state=([one], [product]))
+    region = in_body(lw, n, build)
+    return None if region is None else lw.v.dyn(final_state(parent, region)[0])
