@@ -100,7 +100,7 @@ def checkpoints(b: Builder, node, k: int) -> int:
     ports = _ports(bb, scan, [w for _, w, _ in made], m)
     start = bb.mul(ports["@i"][0], bb.const(float(k)))
     inner = Region(k, carried, c + 1, tuple(s for _, _, s in made), (), m,
-                   _inner_sources(scan, {}))
+                   _inner_sources(scan))
     args = ports["@c"] + [start] + [a for j in range(len(made)) for a in ports[f"@s{j}"]]
     r = bb.region(inner, args + ports["@h"])
     nexts = [bb.part(r, inner.carry_value(e)) for e in range(m)]
@@ -109,11 +109,10 @@ def checkpoints(b: Builder, node, k: int) -> int:
     return b.region(outer, node.args)
 
 
-def _inner_sources(region: Region, replaced: dict[int, int]) -> tuple:
-    """The sources of the streams of a loop over one segment: an array read in place is
-    the segment body's array node; a window is listed (or a region's values, `replaced`)."""
-    sources = [replaced.get(j, 0 if j < len(region.streams) and region.in_place(j) else -1)
-               for j in range(len(region.streams) + len(replaced))]
+def _inner_sources(region: Region) -> tuple:
+    """The sources of the streams of a loop over one segment of `region`: an array read in
+    place is the segment body's array node; a window is listed."""
+    sources = [0 if region.in_place(j) else -1 for j in range(len(region.streams))]
     return tuple(sources) if any(s >= 0 for s in sources) else ()
 
 
@@ -212,7 +211,7 @@ def _segments(back: Region, scan: Region, states_at: int, k: int, rest: int) -> 
             wide = made[j][1]
             forward_streams.append((wide, stride, max(0, -stride * (k - 1))))
     again = Region(k, shifted_body(stored.body, c), c + 1, tuple(forward_streams), (), m,
-                   _inner_sources(scan, {}))
+                   _inner_sources(scan))
     streamed = [a for j in range(len(scan.streams)) for a in ports[f"@s{j}"]]
     states = bb.region(again, ports["@c"][:c] + [forwards] + streamed + ports[f"@s{states_at}"])
     inner_streams = [(k * m, -m, (k - 1) * m) if x is None else x[2] for x in made]
