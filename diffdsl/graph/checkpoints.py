@@ -91,9 +91,8 @@ def checkpoints(b: Builder, node, k: int) -> int:
     g * carry + e; its final state is the state after the last whole segment."""
     scan: Region = node.attr
     m, c = scan.carry, scan.captures
-    stored = stored_region(scan)
-    carried = shifted_body(body_graph(stored.body.nodes, dict(stored.body.inputs), [], [],
-                                      list(stored.body.outputs["@next"].ids)), c)
+    carried = shifted_body(body_graph(scan.body.nodes, dict(scan.body.inputs), [], [],
+                                      list(scan.body.outputs["@next"].ids)), c)
     bb = Builder()
     made = [_window(s, w, k, 0, scan.in_place(j))
             for j, (s, w) in enumerate(zip(scan.streams, scan.widths(), strict=True))]
@@ -202,16 +201,12 @@ def _segments(back: Region, scan: Region, states_at: int, k: int, rest: int) -> 
     # the segment's first iteration, forwards and in `back`'s order (it runs backwards)
     forwards = bb.mul(bb.sub(bb.const(float(segments - 1)), index), bb.const(float(k)))
     backwards = bb.add(bb.mul(index, bb.const(float(k))), bb.const(float(rest)))
-    stored = stored_region(scan)
-    forward_streams = []
-    for j, (_, stride, _) in enumerate(scan.streams):
-        if scan.in_place(j):
-            forward_streams.append(scan.streams[j])
-        else:
-            wide = made[j][1]
-            forward_streams.append((wide, stride, max(0, -stride * (k - 1))))
-    again = Region(k, shifted_body(stored.body, c), c + 1, tuple(forward_streams), (), m,
-                   _inner_sources(scan))
+    # the same windows read forwards, as the scan reads them (`back` reads them backwards)
+    forward_streams = tuple(_window(s, w, k, 0, scan.in_place(j))[2]
+                            for j, (s, w) in enumerate(zip(scan.streams, scan.widths(),
+                                                           strict=True)))
+    again = Region(k, shifted_body(stored_region(scan).body, c), c + 1, forward_streams, (),
+                   m, _inner_sources(scan))
     streamed = [a for j in range(len(scan.streams)) for a in ports[f"@s{j}"]]
     states = bb.region(again, ports["@c"][:c] + [forwards] + streamed + ports[f"@s{states_at}"])
     inner_streams = [(k * m, -m, (k - 1) * m) if x is None else x[2] for x in made]
