@@ -36,8 +36,8 @@ def segments(text: str) -> dict[str, str]:
     """Each top-level segment's attributes, and whether it runs a loop."""
     found = {}
     for chunk in text.split("\ndefine ")[1:]:
-        m = re.match(r"internal void @(seg\d+)\(ptr noalias %p, ptr noalias %s\) ([a-z ]+) \{",
-                     chunk)
+        m = re.match(r"internal void @(seg\d+)\(ptr noalias %p, ptr noalias %s, ptr %x\) "
+                     r"([a-z ]+) \{", chunk)
         if m:
             loop = " phi " in chunk or "call void @b" in chunk
             found[m.group(1)] = (m.group(2), loop)

@@ -118,9 +118,12 @@ LAYERS = {
     "backends/llvm_cold": 2.89,  # code outside the loops left unoptimised
     "backends/llvm_vector": 2.9,  # libm calls the loop vectoriser may widen (libmvec)
     "backends/llvm_entries": 2.9,  # a kernel's entries: the row loop and CPython builtins
+    "backends/llvm_spread": 2.91,  # a long loop split over threads in one evaluation
+    "backends/llvm_segment": 2.92,  # one segment of a graph as an LLVM function's body
     "backends/llvm": 3,  # the LLVM IR emitter: text from a graph
     "backends/native": 3,  # llvmlite: object code from text, loaded into the JIT
     "backends/pool": 3.5,  # threads that spin between a batch's slices
+    "backends/pool_ir": 2.9,  # the pool's machine code as LLVM IR text
     "backends/numpy": 4,
     "backends/c_loops": 2.95,  # a region as a C loop calling its body
     "backends/c": 3.1,  # C99 source of a graph, mirroring the LLVM emitter

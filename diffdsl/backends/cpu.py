@@ -53,10 +53,12 @@ CHUNK_WORK = 100_000_000
 # Bytes of converted inputs in one chunk of a batch given in another dtype: a core's L2 cache.
 CONVERT_BYTES = 256 * 2**10
 THREADS_ENV = "DIFFDSL_NUM_THREADS"
-EXPORTS = ("diffdsl_rows", "diffdsl_point", "diffdsl_batch")
+EXPORTS = ("diffdsl_rows", "diffdsl_point", "diffdsl_batch", "diffdsl_spread",
+           "diffdsl_spread_bytes")
 
 _ROWS = ctypes.CFUNCTYPE(None, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_int64,
                          ctypes.c_int64, ctypes.c_void_p)
+_SPREAD = ctypes.CFUNCTYPE(None, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p)
 _pool: list = []
 
 
@@ -105,7 +107,7 @@ def emit(graph: Graph, dtype: str, key: str = "") -> tuple[str, int]:
     loops run several iterations at once (llvm_lanes)."""
     t = llvm.TYPES[dtype][0]
     return llvm.emit(interleave(graph, t), dtype, DATA_OFFSET or 0, header=key,
-                     vector_math=native.vector_math(), straight=native.STRAIGHT)
+                     vector_math=native.vector_math(), straight=native.STRAIGHT, spread=True)
 
 
 def code_size(graph: Graph, top: bool = True) -> int:
@@ -152,6 +154,7 @@ class Kernel:
         self.tape = None
         self.obj = None
         self._point = self._batch = self._scratch = None
+        self.spread = 0
         if uses_tape(graph):
             from . import tape
             self.tape = tape.Tape(graph, self.dtype)
@@ -165,6 +168,13 @@ class Kernel:
         self._rows_at = self._lib.address("diffdsl_rows")
         self._rows = _ROWS(self._rows_at)
         self._spread = None  # a scratch row for each slice on the pool
+        # Loops split over the pool's threads in one evaluation (llvm_spread): the bytes a
+        # slice of theirs needs (0: none), the entry, and its scratch, used under the
+        # pool's lock (the builtin's is used with the GIL held, which this call releases).
+        self.spread = ctypes.CFUNCTYPE(ctypes.c_int64)(
+            self._lib.address("diffdsl_spread_bytes"))()
+        self._spread_at = _SPREAD(self._lib.address("diffdsl_spread"))
+        self._spread_scratch = np.empty(max(slots, 1), dtype=self.dtype)
         if DATA_OFFSET is not None:
             self._point = self._lib.builtin("diffdsl_point")
             self._batch = self._lib.builtin("diffdsl_batch")
@@ -172,18 +182,37 @@ class Kernel:
 
     def point_builtin(self):
         """The single-point builtin, called as `f(*inputs, *outputs, scratch)` with the
-        GIL held; None where it cannot be used (the tape, or an unknown NumPy layout)."""
-        return self._point
+        GIL held; None where it cannot be used (the tape, or an unknown NumPy layout), or
+        where `point` may split loops over threads."""
+        return None if self.spread else self._point
 
     def scratch_array(self):
         return self._scratch
 
     def point(self, inputs: list, outputs: list) -> None:
+        if self.spread and self._spread_point(inputs, outputs):
+            return
         if self._point is not None:
             # The GIL is held (a builtin), so one scratch array serves every point call.
             self._point(*inputs, *outputs, self._scratch)
         else:
             self.run(inputs, [0] * len(inputs), outputs, 1)
+
+    def _spread_point(self, inputs: list, outputs: list) -> bool:
+        """One evaluation whose long loops split over the pool's threads (llvm_spread);
+        False, having run nothing, on one thread or where another batch holds the pool."""
+        n = min(threads(), pool.MOST + 1)
+        spin = pool.pool()
+        if n < 2 or not spin.lock.acquire(blocking=False):
+            return False
+        try:
+            context = spin.spread(n, self.spread)
+            ports = np.array([_address(a) for a in (*inputs, *outputs)] or [0], dtype=np.uintp)
+            self._spread_at(_address(ports), _address(self._spread_scratch), context)
+            spin.spread_done()
+        finally:
+            spin.lock.release()
+        return True
 
     def run(self, inputs: list, strides: list, outputs: list, rows: int) -> None:
         """`inputs` C-contiguous, of any real dtype: those of another dtype than the kernel's
@@ -197,6 +226,8 @@ class Kernel:
                   else np.ascontiguousarray(a, dtype=self.dtype)
                   for a, s in zip(inputs, strides, strict=True)]
         convert = [k for k, a in enumerate(inputs) if a.dtype != self.dtype]
+        if rows == 1 and self.spread and not convert and self._spread_point(inputs, outputs):
+            return
         steps = np.array(list(strides) + [a.size // max(rows, 1) for a in outputs] or [0],
                          dtype=np.int64)
         work = rows * self.nodes

@@ -15,6 +15,9 @@ emitter adds only the plumbing. The module defines, for one dtype:
         `diffdsl_rows` as such a builtin: the ports' arrays, an int64 array of their steps,
         the scratch and an int64 array [begin, end] (the GIL is held: for batches run on one
         thread; threads call `diffdsl_rows` through ctypes, which releases it)
+    @diffdsl_spread(ptr ports, ptr scratch, ptr context)
+        one row whose long loops split over the pool's threads (llvm_spread), called through
+        ctypes; `@diffdsl_spread_bytes()` says the memory each slice of theirs needs
 
 Big graphs stay fast to compile when shaped for the code generator: the body is cut into
 non-inlined segments of `SEGMENT` nodes, and a value used in a later segment goes through a
@@ -29,22 +32,21 @@ from __future__ import annotations
 
 import math
 import re
-import struct
 from collections import Counter
 
 import numpy as np
 
 from ..graph.ir import Graph, verify
-from ..graph.ops import OPS, POW_CONST_LL
-from .llvm_blocks import strided_copies, strided_loop
+from .llvm_blocks import strided_copies
 from .llvm_cold import cold_segments
 from .llvm_entries import entries
-from .llvm_loops import accumulates, add_loop, loop
-from .llvm_powers import power_lines, running_powers, still_streams
+from .llvm_loops import accumulates
+from .llvm_powers import running_powers, still_streams
+from .llvm_segment import TYPES, literal, segment, spellings
+from .llvm_spread import spreads, stride
 from .llvm_vector import widen
 
 SEGMENT = 250  # nodes per segment: compile time per node grows with it (README)
-TYPES = {"float64": ("double", "f64", ""), "float32": ("float", "f32", "f")}
 _CALL = re.compile(r"call (double|float) @([\w.]+)\(([^)]*)\)")
 # An output port with this many +0.0 constants is zeroed as a block (memset), and one with
 # this many other constants copied from a table (memcpy): a Jacobian of a million mostly
@@ -54,30 +56,25 @@ COPY_BLOCK = 16  # a run of this many of a region's values in an output is copie
 TABLE_BLOCK = 4096
 
 
-def literal(x: float, dtype: str) -> str:
-    """An exact LLVM constant: the IEEE bits in hex (a float32 as the double it rounds to)."""
-    if dtype == "float32":
-        with np.errstate(over="ignore"):
-            x = float(np.float32(x))  # rounded as a float32 program rounds it; huge: inf
-    return "0x%016X" % struct.unpack("<Q", struct.pack("<d", x))[0]
-
-
 def emit(graph: Graph, dtype: str, data_offset: int, header: str = "",
-         vector_math: dict | None = None, straight: tuple | None = None) -> tuple[str, int]:
+         vector_math: dict | None = None, straight: tuple | None = None,
+         spread: bool = False) -> tuple[str, int]:
     """The module's text (`header` goes in a comment on its first line) and the number of
     scratch elements an evaluation needs. A malformed graph is refused here (`ir.verify`).
     `vector_math` names the vector versions of libm's functions the loops may call
     (llvm_vector.widen; none: libm's alone, as a program linked elsewhere needs).
     `straight`: (low, high), the sizes of the code outside a graph's loops that may be left
-    unoptimised: its segments with no loop are then `optnone` (`llvm_cold`)."""
+    unoptimised: its segments with no loop are then `optnone` (`llvm_cold`). `spread`: long
+    loops may be split over threads (llvm_spread; `diffdsl_spread_bytes` says their areas)."""
     verify(graph)
     t = TYPES[dtype][0]
-    module = _Module(dtype, straight)
+    module = _Module(dtype, straight, spread)
     plan = module.function(graph, "")
     lines = [f"; diffdsl kernel {header}".rstrip(),
              f"; {dtype}; {len(graph.nodes)} nodes; {len(plan.segments)} segments; "
              f"{plan.scratch} scratch", ""]
-    lines += module.lines + entries(plan, len(graph.inputs) + len(graph.outputs), t, data_offset)
+    lines += module.lines + entries(plan, len(graph.inputs) + len(graph.outputs), t, data_offset,
+                                    module.spread_bytes)
     lines += sorted(module.callees.values()) + module.tables
     if module.tables or module.fills:
         lines += ["declare void @llvm.memset.p0.i64(ptr, i8, i64, i1)",
@@ -93,10 +90,12 @@ class _Module:
     (named by the path of region nodes that leads to it: `@b12.seg0` is the first segment
     of the body of node 12; `@b12` runs them)."""
 
-    def __init__(self, dtype: str, straight: tuple | None = None):
+    def __init__(self, dtype: str, straight: tuple | None = None, spread: bool = False):
         self.dtype = dtype
         self.straight = straight
-        self.spell = _spellings(dtype)
+        self.spread = spread
+        self.spread_bytes = 0  # the largest slice's area of a loop split over threads
+        self.spell = spellings(dtype)
         self.lines: list[str] = []
         self.callees: dict[str, str] = {}
         self.tables: list[str] = []
@@ -127,20 +126,25 @@ class _Module:
                                       still_streams(node.attr))
                 plan.place_region(i, node.attr, inner.scratch)
                 plan.areas[i].update(adds=adds, powers=len(inner.powers))  # for the loop
+                if self.spread and not prefix and spreads(node.attr):
+                    plan.spread[i] = stride(node.attr, plan.areas[i], t)
+                    self.spread_bytes = max(self.spread_bytes, plan.spread[i])
                 self._runner(f"{prefix}b{i}.", inner)
         cold = cold_segments(graph, plan.segments, self.straight) if not prefix else set()
         for k, (start, stop) in enumerate(plan.segments):
-            body = _segment(graph, plan, start, stop, k == len(plan.segments) - 1,
-                            self.dtype, self.spell, prefix)
+            body = segment(graph, plan, start, stop, k == len(plan.segments) - 1,
+                           self.dtype, self.spell, prefix)
+            context = "" if prefix else ", ptr %x"  # the pool's, or null (llvm_spread)
             # One segment is inlined into the entries (the optimiser then keeps the port
             # pointers in registers across rows); several stay apart, to keep compiling fast.
             inline = "alwaysinline" if len(plan.segments) == 1 else \
                 "noinline optnone" if k in cold else "noinline"
             self.lines.append(f"define internal void @{prefix}seg{k}(ptr noalias %p, "
-                              f"ptr noalias %s) {inline} nounwind {{")
+                              f"ptr noalias %s{context}) {inline} nounwind {{")
             self.lines.append("entry:")
             self.lines.extend("  " + line for line in body)
             self.lines += ["  ret void", "}", ""]
+        self.lines += plan.functions  # the iterations of loops split over threads
         self.fills = self.fills or bool(plan.copies)
         for name, table in plan.tables:
             values = ", ".join(f"{t} {literal(x, self.dtype)}" for x in table)
@@ -180,6 +184,8 @@ class _Layout:
         self.stores: dict[int, list] = {}  # node -> [(port, element)] of the outputs it feeds
         self.fills = []  # (port, elements, None for zeros or the table of constants)
         self.tables = []  # (global name, constants): streams of constants, read in place
+        self.spread: dict[int, int] = {}  # region split over threads -> its slices' stride
+        self.functions: list[str] = []  # their functions' lines (llvm_spread)
         self.copies = []  # (port, first element, region node, first value, elements)
         self.strided = []  # (port, element, region, value, count, step, by, width)
         self.direct: dict[int, tuple[int, int]] = {}  # region -> (port, element): its rows
@@ -230,6 +236,7 @@ class _Layout:
                            ("body", body_scratch)):
             area[name] = self.scratch
             self.scratch += size
+        area["body_size"] = body_scratch
         area["gather"] = []
         for j, (length, _, _) in enumerate(region.streams):
             area["gather"].append(self.scratch)
@@ -309,112 +316,3 @@ class _Layout:
             self.fills.append((k, len(ids), None))
             return zeros
         return np.zeros(len(ids), dtype=bool)
-
-
-def _spellings(dtype: str) -> dict[str, str]:
-    """Each op's `ll` text for `dtype`, operands left as {0}, {1}, {2} and the result {r}."""
-    t, suffix, libm = TYPES[dtype]
-    texts = {name: row.ll for name, row in OPS.items() if row.ll}
-    texts["pow const"] = POW_CONST_LL  # `x ** c`: `_segment` picks it
-    return {name: text.replace("{t}", t).replace("{s}", suffix).replace("{f}", libm)
-            for name, text in texts.items()}
-
-
-def _segment(graph: Graph, plan: _Layout, start: int, stop: int, last: bool,
-             dtype: str, spell: dict, prefix: str = "") -> list[str]:
-    t = TYPES[dtype][0]
-    out: list[str] = []
-    block = ["entry"]  # the block being written: a region's loop ends in a block of its own
-    here: set[int] = set()  # nodes with a name in this segment
-    ports: set[int] = set()
-
-    def port(k: int) -> str:
-        if k not in ports:
-            ports.add(k)
-            out.append(f"%p{k}.a = getelementptr inbounds ptr, ptr %p, i64 {k}")
-            out.append(f"%p{k} = load ptr, ptr %p{k}.a")
-        return f"%p{k}"
-
-    def value(i: int) -> str:
-        node = graph.nodes[i]
-        if node.op == "const":
-            return literal(node.attr, dtype)
-        if i not in here:  # an input, or a value from an earlier segment: load it once
-            here.add(i)
-            if node.op == "part":
-                base, e = "%s", plan.areas[node.args[0]]["buf"] + node.attr
-            elif i in plan.source:
-                k, e = plan.source[i]
-                base = port(k)
-            else:
-                base, e = "%s", plan.slot[i]
-            out.append(f"%v{i}.ptr = getelementptr inbounds {t}, ptr {base}, i64 {e}")
-            out.append(f"%v{i} = load {t}, ptr %v{i}.ptr")
-        return f"%v{i}"
-
-    def store(i: int) -> None:
-        for k, e in plan.stores.get(i, ()):
-            v = value(i)
-            base = port(k)
-            out.append(f"%o{k}.{e} = getelementptr inbounds {t}, ptr {base}, i64 {e}")
-            if k in plan.adding:
-                out.extend([f"%o{k}.{e}.u = load {t}, ptr %o{k}.{e}",
-                            f"%o{k}.{e}.v = fadd {t} %o{k}.{e}.u, {v}"])
-                v = f"%o{k}.{e}.v"
-            out.append(f"store {t} {v}, ptr %o{k}.{e}")
-
-    if start == 0:
-        size = 8 if dtype == "float64" else 4
-        for k, count, table in plan.fills:
-            base = port(k)
-            if table is None:
-                out.append(f"call void @llvm.memset.p0.i64(ptr {base}, i8 0, "
-                           f"i64 {count * size}, i1 false)")
-            else:
-                out.append(f"call void @llvm.memcpy.p0.p0.i64(ptr {base}, "
-                           f"ptr @{prefix.replace('.', '_')}table{k}, "
-                           f"i64 {count * size}, i1 false)")
-    for i in range(start, stop):
-        node = graph.nodes[i]
-        if node.op in ("input", "const", "array"):  # read where they lie, when used
-            continue
-        if node.op == "part":
-            store(i)
-            continue
-        if node.op == "region":
-            out.extend(loop(graph, plan, i, value, port, block, t, prefix,
-                            literal(-0.0, "float64")))
-            continue
-        if i in plan.powers:
-            args = [value(a) for a in node.args]
-            out.extend(power_lines(i, args[0], port(plan.power_port), plan.powers[i],
-                                   spell["pow"].format(*args, r=f"%v{i}.p"), t, block))
-        else:
-            text = spell["pow const" if node.op == "pow" and
-                         graph.nodes[node.args[1]].op == "const" else node.op]
-            out.append(text.format(*[value(a) for a in node.args], r=f"%v{i}"))
-        here.add(i)
-        if i in plan.slot:
-            out.append(f"%v{i}.ptr = getelementptr inbounds {t}, ptr %s, i64 {plan.slot[i]}")
-            out.append(f"store {t} %v{i}, ptr %v{i}.ptr")
-        store(i)
-    if last:
-        for i in plan.late:
-            store(i)
-        size = 8 if dtype == "float64" else 4
-        for n, (k, e, r, start, count) in enumerate(plan.copies):
-            out.append(f"%cp{n}.to = getelementptr inbounds {t}, ptr {port(k)}, i64 {e}")
-            out.append(f"%cp{n}.from = getelementptr inbounds {t}, ptr %s, "
-                       f"i64 {plan.areas[r]['buf'] + start}")
-            if k in plan.adding:
-                out += add_loop(f"cp{n}", f"%cp{n}.to", f"%cp{n}.from", 0, count, t, block)
-                continue
-            out.append(f"call void @llvm.memcpy.p0.p0.i64(ptr %cp{n}.to, ptr %cp{n}.from, "
-                       f"i64 {count * size}, i1 false)")
-        for n, (k, e, r, start, count, *steps) in enumerate(plan.strided):
-            out += strided_loop(f"sc{n}", port(k), plan.areas[r]["buf"] + start, e, count,
-                                steps, t, block)
-    # A region's locals are allocated once, in the entry block, where the optimiser's SROA
-    # looks for them (llvm_loops.loop).
-    allocas = [line for line in out if " = alloca " in line]
-    return allocas + [line for line in out if " = alloca " not in line] if allocas else out

@@ -1,14 +1,19 @@
 """The entries of a kernel's module (llvm.py): `diffdsl_rows`, the loop over rows that
 threads call, and two CPython builtins, `diffdsl_point` (one row) and `diffdsl_batch` (rows
 begin..end), which take NumPy arrays the METH_FASTCALL way and read their data pointers at
-`data_offset`. Each calls the graph's segments with the port array `%p` and the scratch."""
+`data_offset`. Each calls the graph's segments with the port array `%p`, the scratch and no
+context for loops split over threads (null: they run on the caller's thread). One row with
+a context, `diffdsl_spread(ports, scratch, context)`, splits them (llvm_spread), and
+`diffdsl_spread_bytes()` says how much memory a slice of theirs needs (0: none spread)."""
 
 from __future__ import annotations
 
 
-def entries(plan, n_ports: int, t: str, data_offset: int) -> list[str]:
-    """The three entries (module docstring) over the segments of `plan` (llvm._Layout)."""
-    calls = [f"  call void @seg{k}(ptr %p, ptr %s)" for k in range(len(plan.segments))]
+def entries(plan, n_ports: int, t: str, data_offset: int, spread_bytes: int) -> list[str]:
+    """The entries (module docstring) over the segments of `plan` (llvm._Layout)."""
+    calls = [f"  call void @seg{k}(ptr %p, ptr %s, ptr %x)" for k in range(len(plan.segments))]
+    spread = calls
+    calls = [line.replace("%x", "null") for line in calls]
     rows = [
         "define void @diffdsl_rows(ptr noalias %ports, ptr noalias %strides, i64 %begin, "
         "i64 %end, ptr noalias %s) nounwind {",
@@ -56,6 +61,8 @@ def entries(plan, n_ports: int, t: str, data_offset: int) -> list[str]:
         one = ["define internal void @diffdsl_one(ptr noalias %p, ptr noalias %s) noinline "
                "nounwind {", "entry:", *calls, "  ret void", "}", ""]
         calls = ["  call void @diffdsl_one(ptr %p, ptr %s)"]
+        if not spread_bytes:
+            spread = calls
     point = _fastcall("diffdsl_point", n_ports + 1, n_ports, data_offset,
                       [f"  %s = getelementptr inbounds i8, ptr %d{n_ports}, i64 0"] + calls)
     batch = _fastcall("diffdsl_batch", n_ports + 3, n_ports, data_offset, [
@@ -65,7 +72,11 @@ def entries(plan, n_ports: int, t: str, data_offset: int) -> list[str]:
         f"  call void @diffdsl_rows(ptr %p, ptr %d{n_ports}, i64 %begin, i64 %end, "
         f"ptr %d{n_ports + 1})"])
     point += ["@_Py_NoneStruct = external global i8", "declare void @Py_IncRef(ptr)", ""]
-    return rows + one + point + batch
+    spread = ["define void @diffdsl_spread(ptr noalias %p, ptr noalias %s, ptr %x) nounwind {",
+              "entry:", *spread, "  ret void", "}", "",
+              "define i64 @diffdsl_spread_bytes() nounwind {", "entry:",
+              f"  ret i64 {spread_bytes}", "}", ""]
+    return rows + one + point + batch + spread
 
 
 def _fastcall(name: str, n_args: int, n_ports: int, data_offset: int, body: list) -> list:

@@ -135,18 +135,16 @@ def _gated(r: str, w: str, n: int, t: str) -> list[str]:
 
 
 def loop(graph: Graph, plan, i: int, value, port, block: list, t: str, prefix: str,
-         zero: str) -> list[str]:
+         zero: str, spread=None) -> list[str]:
     """Region node i as a loop over its iterations, each a call of its body's `run` with the
     body's ports pointing at the index, the captures, this iteration's window of each stream,
     the sums of one iteration and this iteration's row of the region's values. The sums
-    start at -0.0 (`zero`), which x + -0.0 leaves as it is, and add in iteration order."""
+    start at -0.0 (`zero`), which x + -0.0 leaves as it is, and add in iteration order.
+    `spread(where, block)`, where the loop may be split over threads (llvm_spread): this
+    code makes the pointers its iterations read (`where`), and `spread` runs them."""
     node = graph.nodes[i]
     region, area, r = node.attr, plan.areas[i], f"%r{i}"
-    names = list(region.body.inputs) + list(region.body.outputs)
-    powers = area["powers"]  # running powers in the body (llvm_powers), each a state
-    if powers:
-        names.append(POWERS)
-    out = [f"{r}.pp = alloca ptr, i64 {len(names)}"]
+    out: list[str] = []
 
     def scratch(name: str, element: int) -> str:
         out.append(f"{name} = getelementptr inbounds {t}, ptr %s, i64 {element}")
@@ -163,17 +161,10 @@ def loop(graph: Graph, plan, i: int, value, port, block: list, t: str, prefix: s
         out.append(f"{name} = alloca {t}, i64 {max(count, 1)}")
         return name
 
-    local(f"{r}.cap", region.captures, "cap")
-
-    def bind(port_name: str, pointer: str, tag: str) -> None:
-        slot = f"{r}.pp{tag}"
-        out.append(f"{slot} = getelementptr inbounds ptr, ptr {r}.pp, i64 "
-                   f"{names.index(port_name)}")
-        out.append(f"store ptr {pointer}, ptr {slot}")
-
+    cap = local(f"{r}.cap", region.captures, "cap")
     size = 4 if t == "float" else 8
     for k, m, run in _pieces(graph, plan, node.args[:region.captures]):
-        out.append(f"{r}.c{k} = getelementptr inbounds {t}, ptr {r}.cap, i64 {k}")
+        out.append(f"{r}.c{k} = getelementptr inbounds {t}, ptr {cap}, i64 {k}")
         if run is None:
             out.append(f"store {t} {value(node.args[k])}, ptr {r}.c{k}")
             continue
@@ -191,39 +182,6 @@ def loop(graph: Graph, plan, i: int, value, port, block: list, t: str, prefix: s
         out += [f"{r}.cf{k} = getelementptr inbounds {t}, ptr {base}, i64 {run[1]}",
                 f"call void @llvm.memcpy.p0.p0.i64(ptr {r}.c{k}, ptr {r}.cf{k}, "
                 f"i64 {m * size}, i1 false)"]
-    bind("@i", local(f"{r}.ix", 1, "index"), "i")
-    if powers:  # each power's state: none made yet (llvm_powers)
-        out += power_state(f"{r}.pw", powers, t)
-        bind(POWERS, f"{r}.pw", "pw")
-    bind("@c", f"{r}.cap", "c")
-    buf = scratch(f"{r}.buf", area["buf"])
-    adds = area["adds"]  # the body adds its sums into the accumulators, or stores them
-    bind("@sum", buf if adds else local(f"{r}.sums", region.sums, "sums"), "sum")
-    zeroed = _add_runs(region)
-    looped = {e for start, stop in zeroed for e in range(start, stop)}
-    for e in range(region.sums):
-        kind = region.kind(e)  # a min or max starts at inf or -inf and its winner at 0, as
-        if e not in looped:  # the first iteration would set them: no test of it in the chain
-            first = _START.get(kind, zero)
-            out.append(f"store {t} {first}, ptr {scratch(f'{r}.acc{e}', area['buf'] + e)}")
-        if kind != "add":
-            w = scratch(f"{r}.w{e}.p", area["buf"] + region.winner_value(e))
-            out.append(f"store {t} 0.0, ptr {w}")
-    for start, stop in zeroed:  # their accumulators start at -0.0, stored by a loop
-        z = f"r{i}.z{start}"
-        out += [f"br label %{z}", f"{z}:",
-                f"%{z}.e = phi i64 [ {start}, %{block[0]} ], [ %{z}.en, %{z} ]",
-                f"%{z}.p = getelementptr inbounds {t}, ptr {buf}, i64 %{z}.e",
-                f"store {t} {zero}, ptr %{z}.p", f"%{z}.en = add i64 %{z}.e, 1",
-                f"%{z}.more = icmp slt i64 %{z}.en, {stop}",
-                f"br i1 %{z}.more, label %{z}, label %{z}.done", f"{z}.done:"]
-        block[0] = f"{z}.done"
-    if adds:  # a body adding +0.0 adds no instruction: its sum is +0.0, as written out
-        body, ids = region.body.nodes, region.body.outputs["@sum"].ids
-        for e, o in enumerate(ids):
-            if body[o].op == "const" and body[o].attr == 0 and \
-                    math.copysign(1.0, body[o].attr) > 0:
-                out.append(f"store {t} 0.0, ptr {scratch(f'{r}.pz{e}', area['buf'] + e)}")
     bases, at = [], region.captures
     for j in range(len(region.streams)):
         ids = node.args[at:at + region.taken(j)]
@@ -247,20 +205,23 @@ def loop(graph: Graph, plan, i: int, value, port, block: list, t: str, prefix: s
             out.append(f"{r}.s{j} = getelementptr inbounds {t}, ptr {port(run[0])}, "
                        f"i64 {run[1]}")
             bases.append(f"{r}.s{j}")
+    buf = scratch(f"{r}.buf", area["buf"])
+    if i in plan.direct:  # the rows go straight to the output port (_Layout.write_in_place)
+        k, e = plan.direct[i]
+        out.append(f"{r}.rows = getelementptr inbounds {t}, ptr {port(k)}, i64 {e}")
+    else:
+        out.append(f"{r}.rows = getelementptr inbounds {t}, ptr {buf}, i64 {region.sums}")
+    where = {"cap": cap, "acc": buf, "rows": f"{r}.rows", "bases": bases,
+             "body": scratch(f"{r}.bs", area["body"]), "powers": area["powers"]}
+    if not area["adds"]:
+        where["sums"] = local(f"{r}.sums", region.sums, "sums")
+    if spread is not None:
+        return out + spread(where, block)
     if region.carry:  # a scan: the state lies in its final place, the next beside it
         first = region.carry_value(0)
         for k, a in enumerate(node.args[len(node.args) - region.carry:]):
             out.append(f"store {t} {value(a)}, ptr {scratch(f'{r}.h{k}', area['buf'] + first + k)}")
-        bind("@h", f"{r}.h0", "h")
-        bind("@next", local(f"{r}.nx", region.carry, "next"), "next")
-    body_scratch = scratch(f"{r}.bs", area["body"])
-    # The block that ends an iteration, which the index's phi names: the last min's or
-    # max's where they branch (below), else the last add loop's.
-    runs = [] if adds else zeroed  # the latch's add loops
-    if branches(region):
-        latch = f"r{i}.m{region.winners[-1]}.keep"
-    else:
-        latch = f"r{i}.a{runs[-1][0]}.done" if runs else f"r{i}.head"
+        where["h"], where["next"] = f"{r}.h0", local(f"{r}.nx", region.carry, "next")
     first, end, enter = "0", str(region.n), f"br label %r{i}.head"
     only = gate(region)
     if only is not None:  # the one iteration whose values are not 0, if any; rows of 0
@@ -268,39 +229,100 @@ def loop(graph: Graph, plan, i: int, value, port, block: list, t: str, prefix: s
         first, end = f"{r}.gi", f"{r}.gend"
         enter = f"br i1 {r}.gok, label %r{i}.head, label %r{i}.done"
         if region.maps and plan.direct.get(i, (None,))[0] not in plan.adding:
-            base, at = (port(plan.direct[i][0]), plan.direct[i][1]) if i in plan.direct \
-                else (buf, region.sums)
-            out += [f"{r}.z = getelementptr inbounds {t}, ptr {base}, i64 {at}",
-                    f"call void @llvm.memset.p0.i64(ptr {r}.z, i8 0, "
-                    f"i64 {region.n * region.maps * size}, i1 false)"]
+            out.append(f"call void @llvm.memset.p0.i64(ptr {r}.rows, i8 0, "
+                       f"i64 {region.n * region.maps * size}, i1 false)")
+    return out + iterate(region, i, t, prefix, zero, where, (first, end, enter), block)
+
+
+def iterate(region, i: int, t: str, prefix: str, zero: str, where: dict, span: tuple,
+            block: list) -> list[str]:
+    """The iterations `span` = (first, end, the branch that enters them) of region node i,
+    with its sums started and added up at `where["acc"]`; `where` names the pointers they
+    read and write: the captures, each stream's base, the rows, the body's scratch, one
+    iteration's sums (absent where the body adds them itself), a scan's state and next."""
+    r = f"%r{i}"
+    names = list(region.body.inputs) + list(region.body.outputs)
+    out: list[str] = []
+    acc, powers = where["acc"], where["powers"]
+    if powers:
+        names.append(POWERS)
+    out.append(f"{r}.pp = alloca ptr, i64 {len(names)}")
+
+    def bind(port_name: str, pointer: str, tag: str) -> None:
+        slot = f"{r}.pp{tag}"
+        out.append(f"{slot} = getelementptr inbounds ptr, ptr {r}.pp, i64 "
+                   f"{names.index(port_name)}")
+        out.append(f"store ptr {pointer}, ptr {slot}")
+
+    def at(name: str, element: int) -> str:
+        out.append(f"{name} = getelementptr inbounds {t}, ptr {acc}, i64 {element}")
+        return name
+
+    out.append(f"{r}.ix = alloca {t}, i64 1")
+    bind("@i", f"{r}.ix", "i")
+    if powers:  # each power's state: none made yet (llvm_powers)
+        out += power_state(f"{r}.pw", powers, t)
+        bind(POWERS, f"{r}.pw", "pw")
+    bind("@c", where["cap"], "c")
+    adds = "sums" not in where  # the body adds its sums into the accumulators itself
+    bind("@sum", acc if adds else where["sums"], "sum")
+    zeroed = _add_runs(region)
+    looped = {e for start, stop in zeroed for e in range(start, stop)}
+    for e in range(region.sums):
+        kind = region.kind(e)  # a min or max starts at inf or -inf and its winner at 0, as
+        if e not in looped:  # the first iteration would set them: no test of it in the chain
+            out.append(f"store {t} {_START.get(kind, zero)}, ptr {at(f'{r}.acc{e}', e)}")
+        if kind != "add":
+            out.append(f"store {t} 0.0, ptr {at(f'{r}.w{e}.p', region.winner_value(e))}")
+    for start, stop in zeroed:  # their accumulators start at -0.0, stored by a loop
+        z = f"r{i}.z{start}"
+        out += [f"br label %{z}", f"{z}:",
+                f"%{z}.e = phi i64 [ {start}, %{block[0]} ], [ %{z}.en, %{z} ]",
+                f"%{z}.p = getelementptr inbounds {t}, ptr {acc}, i64 %{z}.e",
+                f"store {t} {zero}, ptr %{z}.p", f"%{z}.en = add i64 %{z}.e, 1",
+                f"%{z}.more = icmp slt i64 %{z}.en, {stop}",
+                f"br i1 %{z}.more, label %{z}, label %{z}.done", f"{z}.done:"]
+        block[0] = f"{z}.done"
+    if adds:  # a body adding +0.0 adds no instruction: its sum is +0.0, as written out
+        body, ids = region.body.nodes, region.body.outputs["@sum"].ids
+        for e, o in enumerate(ids):
+            if body[o].op == "const" and body[o].attr == 0 and \
+                    math.copysign(1.0, body[o].attr) > 0:
+                out.append(f"store {t} 0.0, ptr {at(f'{r}.pz{e}', e)}")
+    if region.carry:
+        bind("@h", where["h"], "h")
+        bind("@next", where["next"], "next")
+    # The block that ends an iteration, which the index's phi names: the last min's or
+    # max's where they branch (below), else the last add loop's.
+    runs = [] if adds else zeroed  # the latch's add loops
+    if branches(region):
+        latch = f"r{i}.m{region.winners[-1]}.keep"
+    else:
+        latch = f"r{i}.a{runs[-1][0]}.done" if runs else f"r{i}.head"
+    first, end, enter = span
     out += [enter, f"r{i}.head:",
             f"{r}.it = phi i64 [ {first}, %{block[0]} ], [ {r}.next, %{latch} ]",
             f"{r}.itf = sitofp i64 {r}.it to {t}", f"store {t} {r}.itf, ptr {r}.ix"]
     for j, (_, stride, offset) in enumerate(region.streams):
         out += [f"{r}.o{j} = mul i64 {r}.it, {stride}", f"{r}.q{j} = add i64 {r}.o{j}, {offset}",
-                f"{r}.w{j} = getelementptr inbounds {t}, ptr {bases[j]}, i64 {r}.q{j}"]
+                f"{r}.w{j} = getelementptr inbounds {t}, ptr {where['bases'][j]}, i64 {r}.q{j}"]
         bind(f"@s{j}", f"{r}.w{j}", f"s{j}")
-    out.append(f"{r}.mo = mul i64 {r}.it, {region.maps}")
-    if i in plan.direct:  # the rows go straight to the output port (_Layout.write_in_place)
-        k, e = plan.direct[i]
-        out += [f"{r}.mq = add i64 {r}.mo, {e}",
-                f"{r}.row = getelementptr inbounds {t}, ptr {port(k)}, i64 {r}.mq"]
-    else:
-        out += [f"{r}.mq = add i64 {r}.mo, {region.sums}",
-                f"{r}.row = getelementptr inbounds {t}, ptr {buf}, i64 {r}.mq"]
+    out += [f"{r}.mo = mul i64 {r}.it, {region.maps}",
+            f"{r}.row = getelementptr inbounds {t}, ptr {where['rows']}, i64 {r}.mo"]
     bind("@map", f"{r}.row", "map")
-    out.append(f"call void @{prefix}b{i}.run(ptr {r}.pp, ptr {body_scratch})")
+    out.append(f"call void @{prefix}b{i}.run(ptr {r}.pp, ptr {where['body']})")
     if region.carry:  # the body has read the whole state: the next takes its place
         size = region.carry * (4 if t == "float" else 8)
-        out.append(f"call void @llvm.memcpy.p0.p0.i64(ptr {r}.h0, ptr {r}.nx, i64 {size}, "
-                   "i1 false)")
+        out.append(f"call void @llvm.memcpy.p0.p0.i64(ptr {where['h']}, ptr {where['next']}, "
+                   f"i64 {size}, i1 false)")
     tail = [f"r{i}.head"]
+    sums = where.get("sums")
     for start, stop in runs:  # acc[e] += sums[e], as a loop the vectoriser takes
-        out += add_loop(f"r{i}.a{start}", buf, f"{r}.sums", start, stop, t, tail)
+        out += add_loop(f"r{i}.a{start}", acc, sums, start, stop, t, tail)
     for e in range(region.sums):
         if e in looped or adds:
             continue
-        out += [f"{r}.t{e}.p = getelementptr inbounds {t}, ptr {r}.sums, i64 {e}",
+        out += [f"{r}.t{e}.p = getelementptr inbounds {t}, ptr {sums}, i64 {e}",
                 f"{r}.t{e} = load {t}, ptr {r}.t{e}.p",
                 f"{r}.u{e} = load {t}, ptr {r}.acc{e}"]
         kind = region.kind(e)

@@ -24,8 +24,10 @@ from ..graph.loops import has_regions
 from . import llvm, native
 from .cpu import code_size
 
-# The emitter's entries a C program cannot call, and what they need of CPython.
-_PYTHON_ENTRIES = ("define ptr @diffdsl_point(", "define ptr @diffdsl_batch(")
+# The emitter's entries a C program cannot call, and what they need of CPython; the entry
+# that splits loops over the pool's threads is Python's too (llvm_spread).
+_PYTHON_ENTRIES = ("define ptr @diffdsl_point(", "define ptr @diffdsl_batch(",
+                   "define void @diffdsl_spread(", "define i64 @diffdsl_spread_bytes(")
 _PYTHON_DECLARATIONS = ("@_Py_NoneStruct = external global i8", "declare void @Py_IncRef(ptr)")
 SUFFIXES = {"linux": ".so", "darwin": ".dylib", "win32": ".dll"}
 
