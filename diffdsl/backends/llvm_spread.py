@@ -7,6 +7,8 @@ carried, no min or max, enough work) runs its iterations in a function of their 
 `@r{i}.iter(captures, sums, rows, body's scratch, [one iteration's sums,] streams...,
 begin, end)`, whose pointers are `noalias` arguments, as they were when the loop was
 written inline in its segment (the optimiser keeps the captures in registers across it).
+It is `noinline`: its two callers, the loop's place and the slice function, would each get
+a copy of the loop, compiled twice.
 
 The point call of such a kernel (`diffdsl_spread`, llvm_entries) takes the pool's context,
 six int64 words (`CONTEXT`): the slots, the number of slices, the area for the slices' own
@@ -76,7 +78,7 @@ def spread_loop(plan, region, i: int, t: str, prefix: str, zero: str, context: s
     allocas = [line for line in lines if " = alloca " in line]
     plan.functions += [
         f"define internal void @r{i}.iter(" + ", ".join(f"ptr noalias {p}" for p in params) +
-        ", i64 %begin, i64 %end) nounwind {", "entry:",
+        ", i64 %begin, i64 %end) noinline nounwind {", "entry:",
         *("  " + line for line in allocas), "  %some = icmp slt i64 %begin, %end",
         *("  " + line for line in lines if " = alloca " not in line), "  ret void", "}", ""]
     size = 4 if t == "float" else 8
