@@ -53,7 +53,7 @@ CONSUMERS = {
     "fold": lambda name: callable(OPS[name].fold),
     "NumPy function (ufuncs)": lambda name: callable(ufuncs.FUNCTIONS[name]),
     "LLVM spelling, both dtypes": lambda name: all(
-        name in llvm._spellings(dtype) for dtype in llvm.TYPES),
+        name in llvm.spellings(dtype) for dtype in llvm.TYPES),
     "CUDA module line": _module_line,
     "CPU tape branch": lambda name: _branch(tape.source(), name),
     "CUDA tape branch": lambda name: _branch(cuda_tape.source(), name),

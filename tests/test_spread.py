@@ -6,6 +6,8 @@ pool, runs the loops whole; workers found asleep leave their slices to the calle
 
 from __future__ import annotations
 
+from concurrent.futures import ThreadPoolExecutor
+
 import numpy as np
 import pytest
 from fuzzing import programs
@@ -142,6 +144,20 @@ def test_workers_found_asleep_leave_their_slices_here(everywhere):
     everywhere.setattr(spin, "spread", spread)
     for _ in range(3):
         assert agree(prog.grad(point, backend="cpu"), alone)
+
+
+def test_threads_calling_at_once_agree(everywhere):
+    """Python threads calling one program at once: one holds the pool and splits its loops,
+    the others run theirs whole meanwhile (each with a scratch of its own), and every
+    result is the one thread's."""
+    prog = diffdsl.compile(MIXTURE, cache=False)
+    point = point_of(prog, 6)
+    everywhere.setenv(cpu.THREADS_ENV, "1")
+    alone = prog.grad(point, backend="cpu")
+    everywhere.setenv(cpu.THREADS_ENV, "2")
+    with ThreadPoolExecutor(4) as ex:
+        results = list(ex.map(lambda _: prog.grad(point, backend="cpu"), range(40)))
+    assert all(agree(r, alone) for r in results)
 
 
 def test_the_threshold_keeps_small_loops_on_one_thread():
