@@ -174,7 +174,7 @@ class Kernel:
         self.spread = ctypes.CFUNCTYPE(ctypes.c_int64)(
             self._lib.address("diffdsl_spread_bytes"))()
         self._spread_at = _SPREAD(self._lib.address("diffdsl_spread"))
-        self._spread_scratch = np.empty(max(slots, 1), dtype=self.dtype)
+        self._spread_scratch = np.empty(max(slots, 1) if self.spread else 0, dtype=self.dtype)
         if DATA_OFFSET is not None:
             self._point = self._lib.builtin("diffdsl_point")
             self._batch = self._lib.builtin("diffdsl_batch")

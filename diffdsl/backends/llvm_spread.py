@@ -68,14 +68,14 @@ def spread_loop(plan, region, i: int, t: str, prefix: str, zero: str, context: s
     params = [f"%{name}" for name in names] + [f"%b{j}" for j in range(len(where["bases"]))]
     inner = dict(where, **{name: f"%{name}" for name in names},
                  bases=params[len(names):])
+    allocas = []
     if not sums_at and "sums" in where:  # a few: locals of the iteration function
         inner["sums"] = f"{r}.sums"
+        allocas.append(f"{r}.sums = alloca {t}, i64 {max(region.sums, 1)}")
     lines = iterate(region, i, t, prefix, zero, inner,
                     ("%begin", "%end", f"br i1 %some, label %r{i}.head, label %r{i}.done"),
                     ["entry"])
-    if not sums_at and "sums" in where:
-        lines.insert(0, f"{r}.sums = alloca {t}, i64 {max(region.sums, 1)}")
-    allocas = [line for line in lines if " = alloca " in line]
+    allocas += [line for line in lines if " = alloca " in line]
     plan.functions += [
         f"define internal void @r{i}.iter(" + ", ".join(f"ptr noalias {p}" for p in params) +
         ", i64 %begin, i64 %end) noinline nounwind {", "entry:",

@@ -104,9 +104,7 @@ class Pool:
         try:
             away = self._run(*args)
             if away:  # workers asleep: woken for the next batch; this one goes on here
-                for w in range(len(self._events)):
-                    if away >> w & 1:
-                        self._events[w].set()
+                self._wake(away)
                 self._finish(*args)
             finished = True
         finally:
@@ -137,7 +135,10 @@ class Pool:
     def spread_done(self) -> None:
         """Wake the workers the evaluation found asleep (their slices ran on its thread):
         their slots say IDLE, and they would sleep through the next call's loops."""
-        away = int(self._context[5])
+        self._wake(int(self._context[5]))
+
+    def _wake(self, away: int) -> None:
+        """Set the Event of each worker whose bit is set in the mask `away`."""
         for w in range(len(self._events)):
             if away >> w & 1:
                 self._events[w].set()
