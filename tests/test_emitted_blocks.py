@@ -9,11 +9,16 @@ take the blocks and below them."""
 
 from __future__ import annotations
 
+from types import SimpleNamespace
+
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 import diffdsl
 from diffdsl.backends import cpu
+from diffdsl.backends.llvm_blocks import strided_copies
 
 PROGRAMS = {  # the Hessian's pattern takes two colours, for the diagonal
     "pairs": "input x[{n}]\noutput f = sum(exp(x[2 * i] / x[2 * i + 1]) for i in range({n} // 2))",
@@ -48,3 +53,88 @@ def test_the_diagonals_kernel_does_not_grow_with_the_columns(name):
         body = [line for line in text.split("\n") if not line.startswith("@")]  # not tables
         lines.append(sum("store " in line for line in body))
     assert lines[1] <= lines[0] + 100, lines  # not a store per column
+
+
+SCAN = ("input a\ninput x[{n}]\ns = 0.0 * a\nfor i in range({n}) {{\n"
+        "    s = s + exp(-s * a + x[i]) * 1e-3\n}}\noutput s")
+
+
+def test_a_reverse_scans_cotangents_are_copied_in_reverse_blocks():
+    """A scan's gradient by the input it reads a step at a time: step i's cotangent is the
+    reverse loop's value at iteration n - 1 - i, so the output's elements are that loop's
+    values at a step of -1. They are copied by one loop (it used to be a store per element,
+    after a search for runs that took time quadratic in them: 100,000 steps never finished),
+    and they are the numpy interpreter's."""
+    stores = []
+    for n in (2000, 8000):
+        prog = diffdsl.compile(SCAN.format(n=n), cache=False)
+        x = np.random.default_rng(n).normal(size=n)
+        got = prog.grad(a=0.3, x=x, backend="cpu")
+        want = prog.grad(a=0.3, x=x, backend="numpy")
+        for name in ("a", "x"):
+            np.testing.assert_allclose(got[name], want[name], rtol=1e-12, atol=1e-300)
+        text, _ = cpu.emit(prog.derivative("grad", of="s", wrt=["a", "x"]), "float64")
+        stores.append(text.count("store "))
+    assert stores[1] <= stores[0] + 100, stores  # not a store per step
+
+
+def _runs_by_search(graph, ids, covered, least):
+    """strided_copies' rule by its first, quadratic search: from each block not yet in a run,
+    the longest run of blocks at one step and stride, taken if it is long enough and its
+    blocks do not overlap."""
+    by_region = {}
+    for e, i in enumerate(ids):
+        if graph.nodes[i].op == "part" and not covered[e]:
+            by_region.setdefault(graph.nodes[i].args[0], []).append((e, graph.nodes[i].attr))
+    found = []
+    for r, pairs in by_region.items():
+        blocks = []
+        for e, v in pairs:
+            if blocks and blocks[-1][0] + blocks[-1][2] == e and blocks[-1][1] + blocks[-1][2] == v:
+                blocks[-1][2] += 1
+            else:
+                blocks.append([e, v, 1])
+        k = 0
+        while k + 1 < len(blocks):
+            (e, v, w), m = blocks[k], 2
+            step, by = blocks[k + 1][0] - e, blocks[k + 1][1] - v
+            while k + m < len(blocks) and blocks[k + m][2] == w and \
+                    blocks[k + m][0] - blocks[k + m - 1][0] == step and \
+                    blocks[k + m][1] - blocks[k + m - 1][1] == by:
+                m += 1
+            if blocks[k + 1][2] == w and m * w >= least and abs(by) >= w:
+                found.append((e, r, v, m, step, by, w))
+                covered[[e + q * step + c for q in range(m) for c in range(w)]] = True
+                k += m
+            else:
+                k += 1
+    return found
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.tuples(st.integers(0, 2), st.integers(1, 3), st.integers(-4, 4),
+                          st.integers(1, 6), st.booleans()), min_size=1, max_size=12),
+       st.integers(1, 8))
+def test_runs_of_blocks_are_the_quadratic_searchs(pieces, least):
+    """Outputs made of pieces (a region, a block width, a stride, a count, a gap before):
+    the linear search finds the runs the quadratic one did, and they hold the values."""
+    nodes, ids, seen = [SimpleNamespace(op="x", args=(), attr=0)], [], {}
+    for r, w, by, count, gap in pieces:
+        if gap:
+            ids.append(0)
+        start = seen.get(r, 0) + (max(0, -by) * count + w if by < 0 else 0)
+        for q in range(count):
+            for c in range(w):
+                nodes.append(SimpleNamespace(op="part", args=(r,), attr=start + q * by + c))
+                ids.append(len(nodes) - 1)
+        seen[r] = start + abs(by) * count + 2 * w
+    graph = SimpleNamespace(nodes=nodes)
+    mine, theirs = np.zeros(len(ids), bool), np.zeros(len(ids), bool)
+    found = strided_copies(graph, ids, mine, least)
+    assert found == _runs_by_search(graph, ids, theirs, least)
+    assert np.array_equal(mine, theirs)
+    for e, r, v, m, step, by, w in found:
+        for q in range(m):
+            for c in range(w):
+                node = nodes[ids[e + q * step + c]]
+                assert (node.args[0], node.attr) == (r, v + q * by + c)

@@ -32,17 +32,21 @@ def strided_copies(graph: Graph, ids, covered, least: int) -> list[tuple]:
         k = 0
         while k + 1 < len(blocks):
             (e, v, w), m = blocks[k], 2
+            if blocks[k + 1][2] != w:
+                k += 1
+                continue
             step, by = blocks[k + 1][0] - e, blocks[k + 1][1] - v
             while k + m < len(blocks) and blocks[k + m][2] == w and \
                     blocks[k + m][0] - blocks[k + m - 1][0] == step and \
                     blocks[k + m][1] - blocks[k + m - 1][1] == by:
                 m += 1
-            if blocks[k + 1][2] == w and m * w >= least and by >= w:
+            # `by` < 0: a reverse scan's cotangent of step i is its value at iteration n-1-i.
+            if m * w >= least and abs(by) >= w:
                 found.append((e, r, v, m, step, by, w))
                 covered[[e + q * step + c for q in range(m) for c in range(w)]] = True
                 k += m
-            else:
-                k += 1
+            else:  # a run from any of its blocks but the last fails the same way: linear
+                k += m - 1
     return found
 
 

@@ -10,9 +10,18 @@ vector versions beside it, in the attribute LLVM reads for them (the vector func
 The calls must not stay libm's own names: LLVM turns a known libm call into its intrinsic,
 and the attribute is lost with the call.
 
+Every call of a function takes the same version's value. One vector version is listed per
+function (`one_version`), and the JIT binds `@diffdsl_vm_exp` not to libm's `exp` but to
+`@diffdsl_lane_exp` (`lanes`): lane 0 of that version applied to the argument in every lane.
+So an element left over after the widened iterations, a loop the vectoriser leaves scalar, a
+loop split over threads at another element and straight-line code beside the loops all give
+an element the value a widened lane gives it. Two loops that compute one body, the maximum
+and the shifted sum of a logsumexp, then agree to the bit; with libm in one and libmvec in
+the other, `exp(v - max)` of a `v` near 1e35 was `exp` of an ulp of it, infinity.
+
 Which versions exist is the caller's to say (`native.vector_math`: those of the process's
-libmvec that this CPU runs); with none, the text is unchanged. glibc documents its vector
-functions to 4 ulp (libm's scalar ones are within 1); a loop's elements may take either.
+libmvec that this CPU runs); with none, the text is unchanged and the calls are libm's. glibc
+documents its vector functions to 4 ulp (libm's scalar ones are within 1).
 """
 
 from __future__ import annotations
@@ -21,6 +30,8 @@ import re
 
 _CALL = re.compile(r"call (double|float) @([\w.]+)\(([^)]*)\)")
 _INTRINSIC = re.compile(r"llvm\.(\w+)\.f(?:64|32)")
+_SYMBOL = re.compile(r"_ZGV\wN\d+(v+)_\w+")  # the vector function ABI's name: a v an argument
+_BITS = {"b": 128, "c": 256, "d": 256, "e": 512}  # a vector's width, by ISA letter
 _FIRST_GROUP = 9000  # attribute groups of our own; the emitter writes attributes inline
 
 
@@ -68,3 +79,35 @@ def widen(text: str, variants: dict[str, tuple[tuple[str, str, int], ...]]) -> s
     lines.append(f"@llvm.compiler.used = appending global [{len(vectors)} x ptr] "
                  f"[{', '.join('ptr @' + v for v in vectors)}], section \"llvm.metadata\"")
     return text + "\n".join(lines) + "\n"
+
+
+def one_version(found: list[tuple[str, str, int]]) -> tuple[tuple[str, str, int], ...]:
+    """The one vector version of a function that kernels use, of those this CPU runs (ISA
+    letter, symbol, lanes): AVX2's where it runs, the width LLVM's cost model prefers even on
+    CPUs with AVX-512; else the first (SSE4's)."""
+    for version in found:
+        if version[0] == "d":
+            return (version,)
+    return tuple(found[:1])
+
+
+def lanes(variants: dict[str, tuple[tuple[str, str, int], ...]]) -> str:
+    """A module defining `@diffdsl_lane_NAME` for each function of `variants` (libm name ->
+    its one version): the version called with the argument in every lane (not left undefined:
+    a lane out of range would take the version's slow path), lane 0 returned."""
+    out = []
+    for name, ((isa, symbol, count),) in variants.items():
+        t = "double" if count * 64 == _BITS[isa] else "float"
+        arity = len(_SYMBOL.fullmatch(symbol).group(1))
+        vector = f"<{count} x {t}>"
+        params = ", ".join(f"{t} %a{i}" for i in range(arity))
+        out.append(f"declare {vector} @{symbol}({', '.join([vector] * arity)})")
+        out.append(f"define {t} @diffdsl_lane_{name}({params}) {{")
+        for i in range(arity):
+            out.append(f"  %i{i} = insertelement {vector} poison, {t} %a{i}, i64 0")
+            out.append(f"  %s{i} = shufflevector {vector} %i{i}, {vector} poison, "
+                       f"<{count} x i32> zeroinitializer")
+        args = ", ".join(f"{vector} %s{i}" for i in range(arity))
+        out += [f"  %r = call {vector} @{symbol}({args})",
+                f"  %o = extractelement {vector} %r, i64 0", f"  ret {t} %o", "}"]
+    return "\n".join(out) + "\n"

@@ -25,6 +25,8 @@ import zlib
 import llvmlite
 import llvmlite.binding as llvm
 
+from diffdsl.backends import llvm_vector
+
 # Graphs up to this many nodes get the optimisation passes and O2 code generation.
 OPTIMIZE_NODES = 2000
 # Graphs with loops, up to this many nodes of their bodies (`cpu.code_size`), get LLVM's O3
@@ -71,7 +73,8 @@ def _machine():
             _state["jit"] = llvm.create_lljit_compiler(machines[1])
             _state["symbols"], _state["vectors"] = _runtime_symbols()
             names = sorted(v[1] for found in _state["vectors"].values() for v in found)
-            _state["vector_id"] = f"{zlib.crc32(' '.join(names).encode()):08x}"
+            # "lanes": kernels compiled when the calls left over were libm's are not reused.
+            _state["vector_id"] = f"{zlib.crc32(' '.join(['lanes'] + names).encode()):08x}"
         return _state["tm"], _state["jit"]
 
 
@@ -125,9 +128,34 @@ def _runtime_symbols() -> tuple[dict[str, int], dict]:
                 symbols[symbol] = ctypes.cast(fn, ctypes.c_void_p).value
                 found.append((isa, symbol, lanes))
         if found:
-            symbols[f"diffdsl_vm_{name}"] = symbols[name]
-            vectors[name] = tuple(found)
+            vectors[name] = llvm_vector.one_version(found)
     return symbols, vectors
+
+
+def _bind_lanes(tm, jit) -> None:
+    """Binds each `diffdsl_vm_NAME` a kernel calls to lane 0 of NAME's vector version
+    (`llvm_vector.lanes`): every call then gives an element the value a widened lane gives
+    it. Compiled once a process, by the first kernel that calls one (20 to 40 ms; at O0, as
+    each function is a broadcast and a call)."""
+    context = llvm.create_context()
+    module = llvm.parse_assembly(llvm_vector.lanes(_state["vectors"]), context=context)
+    module.triple = tm.triple
+    module.data_layout = str(tm.target_data)
+    names = [f"diffdsl_lane_{name}" for name in _state["vectors"]]
+    lanes = _link(jit, tm.emit_object(module), names)
+    # A new table, not an update of the one that links in other threads are reading.
+    _state["symbols"] = {**_state["symbols"], **{
+        f"diffdsl_vm_{name}": lanes[f"diffdsl_lane_{name}"] for name in _state["vectors"]}}
+    _state["lanes"] = lanes
+
+
+def _link(jit, obj: bytes, exports):
+    builder = llvm.JITLibraryBuilder().add_object_img(obj)
+    for name, address in _state["symbols"].items():
+        builder.import_symbol(name, address)
+    for name in exports:
+        builder.export_symbol(name)
+    return builder.link(jit, f"diffdsl{next(_names)}")
 
 
 def _load(name: str):
@@ -201,13 +229,12 @@ class Library:
     """Object code linked into the JIT; `address(name)` is valid while this object lives."""
 
     def __init__(self, obj: bytes, exports: tuple[str, ...]):
-        _, jit = _machine()
-        builder = llvm.JITLibraryBuilder().add_object_img(obj)
-        for name, address in _state["symbols"].items():
-            builder.import_symbol(name, address)
-        for name in exports:
-            builder.export_symbol(name)
-        self._tracker = builder.link(jit, f"diffdsl{next(_names)}")
+        (fast, _), jit = _machine()
+        if b"diffdsl_vm_" in obj:
+            with _lock:
+                if "lanes" not in _state:
+                    _bind_lanes(fast, jit)
+        self._tracker = _link(jit, obj, exports)
 
     def address(self, name: str) -> int:
         return self._tracker[name]
