@@ -9,7 +9,10 @@ arrays for diffdsl and the JSON input for GradBench's hand-written C++ ("manual"
 
 from __future__ import annotations
 
+import math
+import os
 import re
+import subprocess
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -44,6 +47,7 @@ EVALS = {
     "ode": Eval("ode", "primal", "gradient", "yf", "last", ["x"]),
     "gmm": Eval("gmm", "objective", "jacobian", "objective", "objective",
                 ["alpha", "mu", "q", "l"]),
+    "lstm": Eval("lstm", "objective", "jacobian", "loss", "loss", ["main", "extra"]),
 }
 
 
@@ -135,8 +139,48 @@ def gmm_cases() -> list[Case]:
     return cases
 
 
+def lstm_cases() -> list[Case]:
+    """GradBench's gen_lstm: the first c characters of its text as rows of bits (as many as the
+    largest code of those characters needs), the parameters and state uniform in [0, 1)."""
+    np.random.seed(SEED)
+    full = _lstm_text()
+    combos = sorted([(layers, c) for layers in [2, 4, 6] for c in [1024, 4096, 8192]],
+                    key=lambda v: v[0] * v[1])
+    cases = []
+    for layers, c in combos:
+        text = full[:c]
+        bits = math.ceil(math.log2(max(ord(ch) for ch in text)))
+        sequence = np.array([[float(bit) for bit in bin(ord(ch))[2:].zfill(bits)]
+                             for ch in text])
+        state = np.random.random((2 * layers, bits))
+        main = np.random.random((2 * layers, 4 * bits))
+        extra = np.random.random((3, bits))
+        cpp = {"main_params": main.tolist(), "extra_params": extra.tolist(),
+               "state": state.tolist(), "sequence": sequence.tolist()}
+        cases.append(Case("lstm", f"l={layers},c={c}", {"l": layers, "c": c, "b": bits},
+                          {"main": main, "extra": extra, "state": state,
+                           "sequence": sequence}, cpp, layers * c))
+    return cases
+
+
+def _lstm_text() -> str:
+    """GradBench's evals/lstm/data/lstm_full.txt, from the checkout the C++ is built from; where
+    the checkout lacks it (a mirror without its large files), 8,192 printable ASCII characters
+    drawn from a seeded generator: 7 bits a character, as ASCII text has."""
+    source = os.environ.get("GRADBENCH_DIR", "/work/.mirror/gradbench+gradbench/repo")
+    name = "evals/lstm/data/lstm_full.txt"
+    if (Path(source) / name).is_file():
+        return (Path(source) / name).read_text(encoding="utf8")
+    done = subprocess.run(["git", "--git-dir", source, "show", f"HEAD:{name}"],
+                          capture_output=True)
+    if done.returncode == 0:
+        return done.stdout.decode("utf8")
+    codes = np.random.default_rng(SEED).integers(32, 127, size=8192)
+    return "".join(map(chr, codes))
+
+
 CASES = {"det": det_cases, "lse": lse_cases, "llsq": llsq_cases, "kmeans": kmeans_cases,
-         "ode": ode_cases, "gmm": gmm_cases}
+         "ode": ode_cases, "gmm": gmm_cases, "lstm": lstm_cases}
 
 
 def source(ev: Eval, consts: dict) -> str:
