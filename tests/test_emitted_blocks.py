@@ -18,7 +18,7 @@ from hypothesis import strategies as st
 
 import diffdsl
 from diffdsl.backends import cpu
-from diffdsl.backends.llvm_blocks import strided_copies
+from diffdsl.backends.llvm_blocks import blocks_of, strided_copies
 
 PROGRAMS = {  # the Hessian's pattern takes two colours, for the diagonal
     "pairs": "input x[{n}]\noutput f = sum(exp(x[2 * i] / x[2 * i + 1]) for i in range({n} // 2))",
@@ -79,7 +79,8 @@ def test_a_reverse_scans_cotangents_are_copied_in_reverse_blocks():
 
 
 def _runs_by_search(graph, ids, covered, least):
-    """strided_copies' rule by its first, quadratic search: from each block not yet in a run,
+    """strided_copies' rule by its first, quadratic search (over the same blocks): from each
+    block not yet in a run,
     the longest run of blocks at one step and stride, taken if it is long enough and its
     blocks do not overlap."""
     by_region = {}
@@ -88,12 +89,7 @@ def _runs_by_search(graph, ids, covered, least):
             by_region.setdefault(graph.nodes[i].args[0], []).append((e, graph.nodes[i].attr))
     found = []
     for r, pairs in by_region.items():
-        blocks = []
-        for e, v in pairs:
-            if blocks and blocks[-1][0] + blocks[-1][2] == e and blocks[-1][1] + blocks[-1][2] == v:
-                blocks[-1][2] += 1
-            else:
-                blocks.append([e, v, 1])
+        blocks = blocks_of(pairs)
         k = 0
         while k + 1 < len(blocks):
             (e, v, w), m = blocks[k], 2

@@ -10,12 +10,12 @@ arrays for diffdsl and the JSON input for GradBench's hand-written C++ ("manual"
 from __future__ import annotations
 
 import math
-import os
 import re
 import subprocess
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import manual
 import numpy as np
 
 HERE = Path(__file__).resolve().parent
@@ -167,7 +167,7 @@ def _lstm_text() -> str:
     """GradBench's evals/lstm/data/lstm_full.txt, from the checkout the C++ is built from; where
     the checkout lacks it (a mirror without its large files), 8,192 printable ASCII characters
     drawn from a seeded generator: 7 bits a character, as ASCII text has."""
-    source = os.environ.get("GRADBENCH_DIR", "/work/.mirror/gradbench+gradbench/repo")
+    source = manual.DEFAULT_SOURCE
     name = "evals/lstm/data/lstm_full.txt"
     if (Path(source) / name).is_file():
         return (Path(source) / name).read_text(encoding="utf8")

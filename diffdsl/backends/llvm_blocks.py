@@ -23,12 +23,7 @@ def strided_copies(graph: Graph, ids, covered, least: int) -> list[tuple]:
             by_region.setdefault(node.args[0], []).append((e, node.attr))
     found = []
     for r, pairs in by_region.items():
-        blocks = []  # (element, value, width): values in a row at elements in a row
-        for e, v in pairs:
-            if blocks and blocks[-1][0] + blocks[-1][2] == e and blocks[-1][1] + blocks[-1][2] == v:
-                blocks[-1][2] += 1
-            else:
-                blocks.append([e, v, 1])
+        blocks = blocks_of(pairs)
         k = 0
         while k + 1 < len(blocks):
             (e, v, w), m = blocks[k], 2
@@ -48,6 +43,18 @@ def strided_copies(graph: Graph, ids, covered, least: int) -> list[tuple]:
             else:  # a run from any of its blocks but the last fails the same way: linear
                 k += m - 1
     return found
+
+
+def blocks_of(pairs: list[tuple[int, int]]) -> list[list[int]]:
+    """(element, value) pairs in element order as blocks [element, value, width]: values in a
+    row at elements in a row."""
+    blocks: list[list[int]] = []
+    for e, v in pairs:
+        if blocks and blocks[-1][0] + blocks[-1][2] == e and blocks[-1][1] + blocks[-1][2] == v:
+            blocks[-1][2] += 1
+        else:
+            blocks.append([e, v, 1])
+    return blocks
 
 
 def strided_loop(name: str, to: str, first: int, e: int, count: int, steps: tuple, t: str,

@@ -137,10 +137,7 @@ def _bind_lanes(tm, jit) -> None:
     (`llvm_vector.lanes`): every call then gives an element the value a widened lane gives
     it. Compiled once a process, by the first kernel that calls one (20 to 40 ms; at O0, as
     each function is a broadcast and a call)."""
-    context = llvm.create_context()
-    module = llvm.parse_assembly(llvm_vector.lanes(_state["vectors"]), context=context)
-    module.triple = tm.triple
-    module.data_layout = str(tm.target_data)
+    module, _context = _parsed(llvm_vector.lanes(_state["vectors"]), tm)
     names = [f"diffdsl_lane_{name}" for name in _state["vectors"]]
     lanes = _link(jit, tm.emit_object(module), names)
     # A new table, not an update of the one that links in other threads are reading.
@@ -172,18 +169,24 @@ def compile_ir(text: str, nodes: int, loops: bool = False) -> bytes:
     (fast, optimizing), _ = _machine()
     small = nodes <= (OPTIMIZE_LOOP_NODES if loops else OPTIMIZE_NODES)
     tm = optimizing if small else fast
-    # A context of its own, dropped with the module: the global one keeps every constant and
-    # type ever parsed (about 100 KB a kernel, never freed).
-    context = llvm.create_context()
-    module = llvm.parse_assembly(text, context=context)
-    module.triple = tm.triple
-    module.data_layout = str(tm.target_data)
+    module, _context = _parsed(text, tm)
     module.verify()
     if small and loops:
         _optimize_loops(module, tm)
     elif small:
         _optimize(module, tm)
     return tm.emit_object(module)
+
+
+def _parsed(text: str, tm):
+    """The module of `text` for `tm`'s target, and its context: one of its own, dropped with
+    the module (the global one keeps every constant and type ever parsed, about 100 KB a
+    kernel, never freed). The caller keeps the context while it uses the module."""
+    context = llvm.create_context()
+    module = llvm.parse_assembly(text, context=context)
+    module.triple = tm.triple
+    module.data_layout = str(tm.target_data)
+    return module, context
 
 
 def _optimize(module, tm) -> None:
@@ -230,7 +233,7 @@ class Library:
 
     def __init__(self, obj: bytes, exports: tuple[str, ...]):
         (fast, _), jit = _machine()
-        if b"diffdsl_vm_" in obj:
+        if "lanes" not in _state and b"diffdsl_vm_" in obj:
             with _lock:
                 if "lanes" not in _state:
                     _bind_lanes(fast, jit)
