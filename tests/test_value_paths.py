@@ -10,6 +10,9 @@ answers as converting first, at every chunk and slice boundary.
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
 import tracemalloc
 
 import numpy as np
@@ -207,3 +210,43 @@ def test_a_batch_auto_may_send_to_a_gpu_leaves_the_fast_path(monkeypatch, backen
     assert np.array_equal(fast({"A": X[:5]})["d:A"], expected[:5])
     monkeypatch.setattr(engine, "gpu_present", lambda: False)
     assert np.array_equal(plan.try_point({"A": X})["d:A"], expected)
+
+
+def test_a_large_batch_without_a_cuda_driver_does_not_import_numba_cuda():
+    """Where no CUDA driver loads, "auto" picks the CPU for a batch past CUDA_AUTO_ROWS without
+    importing numba.cuda (half a second of a first call); where one loads, it asks numba.cuda."""
+    code = ("import sys, numpy as np, diffdsl\n"
+            "from diffdsl.backends import cuda\n"
+            "from diffdsl.runtime import engine\n"
+            "prog = diffdsl.compile('input x\\noutput y = x * x', cache=False)\n"
+            "x = np.arange(float(engine.CUDA_AUTO_ROWS))\n"
+            "assert np.array_equal(prog.grad(x=x)['x'], 2 * x)\n"
+            "print(cuda.driver_found(), 'numba.cuda' in sys.modules)")
+    env = {k: v for k, v in os.environ.items()
+           if k not in ("DIFFDSL_BACKEND", "NUMBA_ENABLE_CUDASIM", "NUMBA_CUDA_DRIVER")}
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          env=env, timeout=300)
+    assert done.returncode == 0, done.stderr
+    found, imported = done.stdout.split()
+    assert imported == found
+
+
+def test_driver_found_follows_the_loader_and_numbas_variable(monkeypatch):
+    from diffdsl.backends import cuda
+    tried = []
+
+    def loader(name):
+        tried.append(name)
+        if name != "/usr/lib64/libcuda.so.1":
+            raise OSError(name)
+
+    monkeypatch.delenv("NUMBA_CUDA_DRIVER", raising=False)
+    monkeypatch.setattr(cuda.ctypes, "CDLL", loader)
+    monkeypatch.setattr(cuda.sys, "platform", "linux")
+    assert cuda.driver_found() and tried[0] == "libcuda.so" and tried[-1].startswith("/usr/lib64")
+    monkeypatch.setattr(cuda.ctypes, "CDLL", lambda name: loader("none"))
+    assert not cuda.driver_found()
+    monkeypatch.setattr(cuda, "available", lambda: pytest.fail("numba.cuda asked"))
+    assert not engine.gpu_present()
+    monkeypatch.setenv("NUMBA_CUDA_DRIVER", "/opt/cuda/libcuda.so")
+    assert cuda.driver_found()

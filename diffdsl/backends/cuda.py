@@ -20,7 +20,10 @@ instead of giving NaN; there the `math` that the kernels see is swapped for IEEE
 from __future__ import annotations
 
 import contextlib
+import ctypes
 import math
+import os
+import sys
 import types
 import warnings
 
@@ -89,6 +92,29 @@ def available() -> bool:
         return bool(_cuda().is_available())
     except Exception:
         return False
+
+
+def driver_found() -> bool:
+    """Whether the CUDA driver library loads where numba.cuda looks for it (NUMBA_CUDA_DRIVER,
+    else libcuda by name, then in /usr/lib and /usr/lib64). Without it no real GPU can run:
+    a large batch then picks the CPU without importing numba.cuda, half a second."""
+    if os.environ.get("NUMBA_CUDA_DRIVER"):
+        return True  # numba.cuda decides, with the user's path
+    if sys.platform == "win32":
+        names, loader = ["nvcuda.dll", "\\windows\\system32\\nvcuda.dll"], ctypes.WinDLL
+    elif sys.platform == "darwin":
+        names, loader = ["libcuda.dylib", "/usr/local/cuda/lib/libcuda.dylib"], ctypes.CDLL
+    else:
+        names = [f"{folder}libcuda.so{end}" for folder in ("", "/usr/lib/", "/usr/lib64/")
+                 for end in ("", ".1")]
+        loader = ctypes.CDLL
+    for name in names:
+        try:
+            loader(name)
+            return True
+        except OSError:
+            continue
+    return False
 
 
 def uses_tape(graph: Graph, threshold: int | None = None) -> bool:

@@ -362,7 +362,7 @@ def resolve_backend(name: str) -> str:
 def gpu_present() -> bool:
     """A real GPU (not Numba's simulator) that numba.cuda can use."""
     from ..backends import cuda as gpu
-    return gpu.available() and not gpu.simulated()
+    return gpu.driver_found() and gpu.available() and not gpu.simulated()
 
 
 def _device_inputs(inputs: dict) -> set:
