@@ -95,7 +95,8 @@ def measure(case: workloads.Case, tool: manual.Manual, args, tmp: Path) -> dict:
     program.write_text(workloads.source(ev, case.consts))
     np.savez(tmp / "inputs.npz", **case.inputs)
     newton = ev.newton and ("sparse" if args.sparse_hessian else "diagonal")
-    spec = {"of": ev.of, "wrt": ev.wrt, "newton": newton, "value_of": ev.value_of}
+    spec = {"of": ev.of, "wrt": ev.wrt, "newton": newton, "value_of": ev.value_of,
+            "blocks": ev.blocks}
     cache = tmp / "cache"
     env = dict(os.environ, DIFFDSL_CACHE_DIR=str(cache),
                PYTHONPATH=os.pathsep.join([str(args.diffdsl), os.environ.get("PYTHONPATH", "")]))
@@ -124,7 +125,7 @@ def measure(case: workloads.Case, tool: manual.Manual, args, tmp: Path) -> dict:
             saved = np.load(tmp / "out.npz")
             row["value_gap"] = relative_gap(saved["value"], workloads.flat(cpp_value))
             row["derivative_gap"] = relative_gap(saved["derivative"],
-                                                 workloads.flat(cpp_derivative))
+                                                 workloads.flat(cpp_derivative, ev.wrt))
             proc.stdin.write("1\n")
             proc.stdin.flush()
             dd_calls = calls_for(args.round_seconds, lines.next()["mean"])
@@ -155,7 +156,7 @@ def cpu() -> str:
 
 
 def dominates(case: workloads.Case, smaller: workloads.Case) -> bool:
-    return all(case.consts[k] >= smaller.consts[k] for k in smaller.consts)
+    return all(case.sizes[k] >= smaller.sizes[k] for k in smaller.sizes)
 
 
 def seconds(t: float) -> str:

@@ -16,6 +16,7 @@ import time
 
 
 def main() -> None:
+    import ba
     import numpy as np
 
     import diffdsl
@@ -27,6 +28,8 @@ def main() -> None:
         prog = diffdsl.load(program)
 
         def derivative():
+            if spec["blocks"]:  # bundle adjustment: a batch of observations
+                return ba.jacobian(prog, values)
             if spec["newton"] == "sparse":  # the Hessian by colouring, its diagonal taken
                 grads = prog.grad(values, of=spec["of"], wrt=wrt)
                 diag = prog.hessian(values, of=spec["of"], wrt=wrt, sparse=True).diagonal()
@@ -42,7 +45,11 @@ def main() -> None:
         print(json.dumps({"error": type(exc).__name__, "message": str(exc)}), flush=True)
         sys.exit(3)
     print(json.dumps({"ready": True, "nodes": len(prog.graph.nodes)}), flush=True)
-    value = prog.evaluate(values)[spec["value_of"]]
+    if spec["blocks"]:
+        value = ba.objective(prog, values)
+        result = ba.shown(result)
+    else:
+        value = prog.evaluate(values)[spec["value_of"]]
     np.savez(out, value=np.ravel(value),
              derivative=np.concatenate([np.ravel(result[k]) for k in wrt]))
     print(json.dumps({"saved": True}), flush=True)

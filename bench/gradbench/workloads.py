@@ -33,6 +33,7 @@ class Eval:
     of: str  # the .dd output differentiated
     wrt: list[str]  # differentiated inputs, in the order the C++ writes its derivative
     newton: bool = False  # k-means' "dir": the gradient over the Hessian's diagonal
+    blocks: bool = False  # BA: a program for one observation, run as a batch (ba.py)
 
     @property
     def program(self) -> Path:
@@ -48,6 +49,8 @@ EVALS = {
     "gmm": Eval("gmm", "objective", "jacobian", "objective", "objective",
                 ["alpha", "mu", "q", "l"]),
     "lstm": Eval("lstm", "objective", "jacobian", "loss", "loss", ["main", "extra"]),
+    "ba": Eval("ba", "objective", "jacobian", "err", "err", ["rows", "cols", "vals"],
+               blocks=True),
 }
 
 
@@ -61,6 +64,11 @@ class Case:
     inputs: dict  # name -> array, for diffdsl
     cpp_input: dict = field(repr=False)  # the C++ tool's JSON input
     work: int = 0  # the size's product, which orders the eval's sizes
+    dims: dict = field(default_factory=dict)  # the sizes, where no const holds them
+
+    @property
+    def sizes(self) -> dict:
+        return self.dims or self.consts
 
 
 def det_cases() -> list[Case]:
@@ -163,24 +171,62 @@ def lstm_cases() -> list[Case]:
     return cases
 
 
+def ba_cases(last: int = 14) -> list[Case]:
+    """GradBench's BA files 1 to 14 (its default): n cameras, m points, p observations, each a
+    copy of the file's one camera, point, weight and feature; observation i sees camera i % n
+    and point i % m (cpp/gradbench/evals/ba.hpp)."""
+    names = _gradbench_names("evals/ba/data")
+    cases = []
+    for i in range(1, last + 1):
+        lines = _gradbench_file(next(n for n in names if n.startswith(f"ba{i}_")),
+                                "evals/ba/data").splitlines()
+        n, m, p = (int(v) for v in lines[0].split())
+        cam, x, w, feat = ([float(v) for v in line.split()] for line in lines[1:5])
+        obs = np.stack([np.arange(p) % n, np.arange(p) % m], axis=1)
+        data = {"cams": np.tile(cam, (n, 1)), "X": np.tile(x, (m, 1)), "w": np.full(p, w[0]),
+                "feats": np.tile(feat, (p, 1)), "obs": obs}
+        cpp = {"n": n, "m": m, "p": p, "cam": cam, "x": x, "w": w[0], "feat": feat}
+        cases.append(Case("ba", f"n={n},m={m},p={p}", {}, data, cpp, p,
+                          {"n": n, "m": m, "p": p}))
+    return sorted(cases, key=lambda c: c.work)
+
+
 def _lstm_text() -> str:
-    """GradBench's evals/lstm/data/lstm_full.txt, from the checkout the C++ is built from; where
-    the checkout lacks it (a mirror without its large files), 8,192 printable ASCII characters
-    drawn from a seeded generator: 7 bits a character, as ASCII text has."""
-    source = manual.DEFAULT_SOURCE
-    name = "evals/lstm/data/lstm_full.txt"
-    if (Path(source) / name).is_file():
-        return (Path(source) / name).read_text(encoding="utf8")
-    done = subprocess.run(["git", "--git-dir", source, "show", f"HEAD:{name}"],
-                          capture_output=True)
-    if done.returncode == 0:
-        return done.stdout.decode("utf8")
+    """GradBench's evals/lstm/data/lstm_full.txt; where the checkout lacks it (a mirror without
+    its large files), 8,192 printable ASCII characters drawn from a seeded generator: 7 bits a
+    character, as ASCII text has."""
+    text = _gradbench_file("lstm_full.txt", "evals/lstm/data", missing_ok=True)
+    if text is not None:
+        return text
     codes = np.random.default_rng(SEED).integers(32, 127, size=8192)
     return "".join(map(chr, codes))
 
 
+def _gradbench_names(folder: str) -> list[str]:
+    """The names of the files in a folder of GradBench's checkout (a work tree or a git
+    directory, manual.DEFAULT_SOURCE, which the C++ is built from)."""
+    tree = Path(manual.DEFAULT_SOURCE) / folder
+    if tree.is_dir():
+        return sorted(path.name for path in tree.iterdir())
+    listing = subprocess.run(["git", "--git-dir", manual.DEFAULT_SOURCE, "ls-tree",
+                              "--name-only", "HEAD", f"{folder}/"],
+                             capture_output=True, text=True, check=True).stdout
+    return [line.rsplit("/", 1)[-1] for line in listing.splitlines()]
+
+
+def _gradbench_file(name: str, folder: str, missing_ok: bool = False) -> str | None:
+    path = Path(manual.DEFAULT_SOURCE) / folder / name
+    if path.is_file():
+        return path.read_text(encoding="utf8")
+    done = subprocess.run(["git", "--git-dir", manual.DEFAULT_SOURCE, "show",
+                           f"HEAD:{folder}/{name}"], capture_output=True)
+    if done.returncode != 0 and not missing_ok:
+        raise SystemExit(f"GradBench's {folder}/{name} is not in {manual.DEFAULT_SOURCE}")
+    return done.stdout.decode("utf8") if done.returncode == 0 else None
+
+
 CASES = {"det": det_cases, "lse": lse_cases, "llsq": llsq_cases, "kmeans": kmeans_cases,
-         "ode": ode_cases, "gmm": gmm_cases, "lstm": lstm_cases}
+         "ode": ode_cases, "gmm": gmm_cases, "lstm": lstm_cases, "ba": ba_cases}
 
 
 def source(ev: Eval, consts: dict) -> str:
@@ -194,9 +240,10 @@ def source(ev: Eval, consts: dict) -> str:
     return text
 
 
-def flat(output) -> np.ndarray:
-    """A C++ output (a number, a list, a list of lists, or GMM's dict) as one flat array, in
-    the order of `Eval.wrt`."""
+def flat(output, keys: list[str] | None = None) -> np.ndarray:
+    """A C++ output (a number, a list, a list of lists, or a dict: GMM's, BA's) as one flat
+    array: a dict's entries in the order of `keys` (`Eval.wrt` for a derivative), else as
+    written (nlohmann's JSON writes keys sorted)."""
     if isinstance(output, dict):
-        return np.concatenate([flat(output[key]) for key in ("alpha", "mu", "q", "l")])
+        return np.concatenate([flat(output[key]) for key in keys or output])
     return np.ravel(np.asarray(output, dtype=float))
