@@ -45,9 +45,11 @@ def jacobian(prog, data: dict) -> dict:
     return {"rows": offsets, "cols": cols, "vals": vals}
 
 
-def shown(sparse: dict) -> dict:
-    """What GradBench's output keeps of each array: its first 30 entries and its last."""
-    return {key: np.concatenate([a[:30], a[-1:]]) for key, a in sparse.items()}
+def shown(sparse: dict) -> np.ndarray:
+    """What GradBench's output keeps of each array, its first 30 entries and its last, one
+    array after another: rows, cols, vals."""
+    return np.concatenate([np.concatenate([sparse[key][:30], sparse[key][-1:]])
+                           for key in ("rows", "cols", "vals")])
 
 
 def objective(prog, data: dict) -> np.ndarray:

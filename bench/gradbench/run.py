@@ -96,7 +96,7 @@ def measure(case: workloads.Case, tool: manual.Manual, args, tmp: Path) -> dict:
     np.savez(tmp / "inputs.npz", **case.inputs)
     newton = ev.newton and ("sparse" if args.sparse_hessian else "diagonal")
     spec = {"of": ev.of, "wrt": ev.wrt, "newton": newton, "value_of": ev.value_of,
-            "blocks": ev.blocks}
+            "batch": ev.batch}
     cache = tmp / "cache"
     env = dict(os.environ, DIFFDSL_CACHE_DIR=str(cache),
                PYTHONPATH=os.pathsep.join([str(args.diffdsl), os.environ.get("PYTHONPATH", "")]))

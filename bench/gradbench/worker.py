@@ -16,7 +16,8 @@ import time
 
 
 def main() -> None:
-    import ba
+    import importlib
+
     import numpy as np
 
     import diffdsl
@@ -24,12 +25,13 @@ def main() -> None:
     program, inputs, spec, out = sys.argv[1], sys.argv[2], json.loads(sys.argv[3]), sys.argv[4]
     values = dict(np.load(inputs))
     wrt = spec["wrt"]
+    batch = spec["batch"] and importlib.import_module(spec["batch"])
     try:
         prog = diffdsl.load(program)
 
         def derivative():
-            if spec["blocks"]:  # bundle adjustment: a batch of observations
-                return ba.jacobian(prog, values)
+            if batch:  # BA, HT: a program for one observation, run as a batch
+                return batch.jacobian(prog, values)
             if spec["newton"] == "sparse":  # the Hessian by colouring, its diagonal taken
                 grads = prog.grad(values, of=spec["of"], wrt=wrt)
                 diag = prog.hessian(values, of=spec["of"], wrt=wrt, sparse=True).diagonal()
@@ -45,13 +47,12 @@ def main() -> None:
         print(json.dumps({"error": type(exc).__name__, "message": str(exc)}), flush=True)
         sys.exit(3)
     print(json.dumps({"ready": True, "nodes": len(prog.graph.nodes)}), flush=True)
-    if spec["blocks"]:
-        value = ba.objective(prog, values)
-        result = ba.shown(result)
+    if batch:
+        value, shown = batch.objective(prog, values), batch.shown(result)
     else:
         value = prog.evaluate(values)[spec["value_of"]]
-    np.savez(out, value=np.ravel(value),
-             derivative=np.concatenate([np.ravel(result[k]) for k in wrt]))
+        shown = np.concatenate([np.ravel(result[k]) for k in wrt])
+    np.savez(out, value=np.ravel(value), derivative=np.ravel(shown))
     print(json.dumps({"saved": True}), flush=True)
     for line in sys.stdin:
         if line.strip() == "quit":

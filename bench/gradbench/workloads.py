@@ -33,7 +33,7 @@ class Eval:
     of: str  # the .dd output differentiated
     wrt: list[str]  # differentiated inputs, in the order the C++ writes its derivative
     newton: bool = False  # k-means' "dir": the gradient over the Hessian's diagonal
-    blocks: bool = False  # BA: a program for one observation, run as a batch (ba.py)
+    batch: str = ""  # BA, HT: the module (ba.py) running a program for one observation
 
     @property
     def program(self) -> Path:
@@ -50,7 +50,8 @@ EVALS = {
                 ["alpha", "mu", "q", "l"]),
     "lstm": Eval("lstm", "objective", "jacobian", "loss", "loss", ["main", "extra"]),
     "ba": Eval("ba", "objective", "jacobian", "err", "err", ["rows", "cols", "vals"],
-               blocks=True),
+               batch="ba"),
+    "ht": Eval("ht", "objective", "jacobian", "err", "err", ["jacobian"], batch="ht"),
 }
 
 
@@ -191,6 +192,57 @@ def ba_cases(last: int = 14) -> list[Case]:
     return sorted(cases, key=lambda c: c.work)
 
 
+def ht_cases(last: int = 12) -> list[Case]:
+    """GradBench's HT inputs 1 to 12 (its default: "complicated" correspondences, the "big"
+    model, evals/ht/data/complicated_big) as its io.py reads them. Where the checkout lacks a
+    file (a mirror without its large files: hand12, c = 100,000), the correspondences, points
+    and barycentric coordinates are drawn from a seeded generator and theta is hand11's."""
+    folder = "evals/ht/data/complicated_big"
+    model = {name: _gradbench_file(f"{name}.txt", f"{folder}/model").splitlines()
+             for name in ("bones", "vertices", "triangles")}
+    bones = [line.split(":") for line in model["bones"]]
+    vertices = [line.split(":") for line in model["vertices"]]
+    weights = np.zeros((len(vertices), len(bones)))
+    for v, atoms in enumerate(vertices):
+        for j in range(int(atoms[8])):
+            weights[v, int(atoms[9 + 2 * j])] = float(atoms[10 + 2 * j])
+    base = np.array([[float(a) for a in atoms[:3]] + [1.0] for atoms in vertices])
+    triangles = np.array([[int(a) for a in line.split(":")] for line in model["triangles"]])
+    cpp_model = {"bone_count": len(bones), "bone_names": [b[0] for b in bones],
+                 "parents": [int(b[1]) for b in bones],
+                 "base_relatives": [np.reshape([float(a) for a in b[2:18]], (4, 4)).tolist()
+                                    for b in bones],
+                 "inverse_base_absolutes": [np.reshape([float(a) for a in b[18:34]],
+                                                       (4, 4)).tolist() for b in bones],
+                 "base_positions": base.tolist(), "weights": weights.tolist(),
+                 "triangles": triangles.tolist(), "is_mirrored": False}
+    names = _gradbench_names(folder)
+    cases, theta = [], None
+    for i in range(1, last + 1):
+        name = next(n for n in names if n.startswith(f"hand{i}_"))
+        text = _gradbench_file(name, folder, missing_ok=True)
+        c = int(name.split("_c")[1].split(".")[0])
+        if text is None:
+            rng = np.random.default_rng(SEED)
+            corr = rng.integers(0, len(triangles), size=c)
+            points = rng.normal(scale=0.5, size=(c, 3))
+            us = rng.uniform(0, 0.5, size=(c, 2))
+        else:
+            lines = text.splitlines()
+            rows = [line.split() for line in lines[1:c + 1]]
+            corr = np.array([int(r[0]) for r in rows])
+            points = np.array([[float(a) for a in r[1:]] for r in rows])
+            us = np.array([[float(a) for a in line.split()] for line in lines[c + 1:2 * c + 1]])
+            theta = np.array([float(line) for line in lines[2 * c + 1:2 * c + 27]])
+        data = {"theta": theta, "us": us, "points": points, "correspondences": corr,
+                "triangles": triangles, "base_positions": base, "weights": weights}
+        cpp = {"theta": theta.tolist(), "us": us.tolist(),
+               "data": {"model": cpp_model, "correspondences": corr.tolist(),
+                        "points": points.tolist()}}
+        cases.append(Case("ht", f"c={c}", {}, data, cpp, c, {"c": c}))
+    return cases
+
+
 def _lstm_text() -> str:
     """GradBench's evals/lstm/data/lstm_full.txt; where the checkout lacks it (a mirror without
     its large files), 8,192 printable ASCII characters drawn from a seeded generator: 7 bits a
@@ -226,7 +278,8 @@ def _gradbench_file(name: str, folder: str, missing_ok: bool = False) -> str | N
 
 
 CASES = {"det": det_cases, "lse": lse_cases, "llsq": llsq_cases, "kmeans": kmeans_cases,
-         "ode": ode_cases, "gmm": gmm_cases, "lstm": lstm_cases, "ba": ba_cases}
+         "ode": ode_cases, "gmm": gmm_cases, "lstm": lstm_cases, "ba": ba_cases,
+         "ht": ht_cases}
 
 
 def source(ev: Eval, consts: dict) -> str:
