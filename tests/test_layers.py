@@ -65,6 +65,7 @@ LAYERS = {
     "graph/share_sums": 2.85,  # a gradient's loop of sums run forwards once
     "graph/reroll": 2.87,  # a gradient's adds of two loops' values: a loop again
     "graph/fuse": 2.86,  # two loops over the same iterations as one (a gradient, its tangent)
+    "graph/shared_part": 2.1,  # what a batch's rows share, split off to run once
     "graph/checkpoints": 2.91,  # a scan's pullback in segments, from checkpoints
     "graph/scan_sweeps": 2.92,  # derivatives of scans: a scan backwards over stored states
     "graph/sweeps": 2.95,  # the reverse and forward sweeps, with select guards

@@ -22,7 +22,12 @@ def rows_of(data: dict) -> dict:
 
 def jacobian(prog, data: dict) -> np.ndarray:
     """The (3c, 28) Jacobian: columns u0, u1, then theta's 26."""
-    blocks = prog.jacobian(rows_of(data), of="err", wrt=["u", "theta"])
+    # Forward: 28 sweeps, each touching the few bones one parameter moves, where each of the 3
+    # reverse sweeps goes back through every bone; and the tangents of the bones' transforms
+    # depend on theta alone, which every row shares, so the batch computes them once. At
+    # c = 12,800: forward 24 to 26 ms a call, reverse 75 to 86 (97 to 123 before the shared
+    # part ran once).
+    blocks = prog.jacobian(rows_of(data), of="err", wrt=["u", "theta"], mode="forward")
     return np.concatenate([blocks["u"], blocks["theta"]], axis=2).reshape(-1, 28)
 
 

@@ -18,6 +18,7 @@ from typing import Callable
 import numpy as np
 
 from ..errors import InputError, UsageError
+from ..graph import shared_part
 from ..graph.ir import Graph
 from .inputs import prepare_inputs, unflatten
 
@@ -25,6 +26,10 @@ DTYPES = {"float64": np.float64, "float32": np.float32}
 BACKENDS = ("auto", "numpy", "cpu", "cuda")
 # Rows from which "auto" sends a batch to a GPU (set before any GPU measurement: README).
 CUDA_AUTO_ROWS = 100_000
+# A batch of this many rows or more computes what its rows share once, where that is this many
+# nodes or more (`shared_part`): below, the second kernel's compile and call cost more.
+HOIST_ROWS = 64
+HOIST_NODES = 64
 BACKEND_ENV = "DIFFDSL_BACKEND"  # what "auto" means when set: lets a test suite pick numpy
 
 
@@ -135,8 +140,16 @@ class Engine:
 
     # the CPU ----------------------------------------------------------------------------------
     def _run_cpu(self, graph: Graph, arrays: dict, batch: tuple, dtype: str) -> dict:
-        kernel = self.kernel(graph, dtype)
         rows = _rows(batch)
+        if rows >= HOIST_ROWS:
+            parts = self.split(graph, frozenset(n for n in graph.inputs
+                                                if np.ndim(arrays[n]) != 2))
+            if parts is not None:  # what every row shares, computed once
+                prefix, rest = parts
+                once = self._run_cpu(prefix, {n: arrays[n] for n in prefix.inputs}, (), dtype)
+                return self._run_cpu(rest, {**arrays, shared_part.NAME: once[shared_part.NAME]},
+                                     batch, dtype)
+        kernel = self.kernel(graph, dtype)
         # A batch keeps its dtype (`cpu.Kernel.run` converts it); a point is converted here.
         given = [np.ascontiguousarray(arrays[name], dtype=None if batch else DTYPES[dtype])
                  for name in graph.inputs]
@@ -150,6 +163,12 @@ class Engine:
             kernel.run(given, strides, list(outs.values()), rows)
         return {name: (out[()] if out.ndim == 0 else out) for name, out in outs.items()}
 
+    def split(self, graph: Graph, shared: frozenset):
+        """`shared_part.split` of `graph` for the inputs given once (not per row), made once
+        for each graph and set of them."""
+        return self._kernels.get((graph, shared, "split"), lambda: shared_part.split(
+            graph, set(shared), HOIST_NODES) or False) or None  # False: kept, not split
+
     def kernel(self, graph: Graph, dtype: str = "float64"):
         """The compiled CPU kernel of `graph`: made once, from the disk cache when there."""
         return self._kernels.get((graph, dtype), lambda: self._build_kernel(graph, dtype))
@@ -161,7 +180,7 @@ class Engine:
             self.stats.count("kernels_built")
         else:
             kernel = self._cached_kernel(graph, dtype)
-        self._plans[(graph, dtype)] = _Plan(graph, kernel)
+        self._plans[(graph, dtype)] = _Plan(graph, kernel, self.split)
         return kernel
 
     def _cached_kernel(self, graph: Graph, dtype: str):
@@ -263,8 +282,9 @@ class _Plan:
     else returns None, and the caller takes the general path, which converts or explains.
     """
 
-    def __init__(self, graph: Graph, kernel):
+    def __init__(self, graph: Graph, kernel, splits=None):
         self.kernel = kernel
+        self.graph, self.splits = graph, splits  # Engine.split: a batch's shared part
         self.dtype = kernel.dtype
         self.shapes = [(name, port.shape) for name, port in graph.inputs.items()]
         self.outputs = [(name, port.shape) for name, port in graph.outputs.items()]
@@ -342,6 +362,10 @@ class _Plan:
         if rows == 0 or (rows >= CUDA_AUTO_ROWS and resolve_backend(backend) == "auto"
                          and gpu_present()):
             return None
+        if rows >= HOIST_ROWS and 0 in strides and self.splits is not None and self.splits(
+                self.graph, frozenset(n for (n, _), s in zip(self.shapes, strides, strict=True)
+                                      if s == 0)):
+            return None  # the general path runs what the rows share once
         outs = [np.empty(batch + shape, self.dtype) for _, shape in self.outputs]
         self.kernel.run(arrays, strides, outs, rows)
         found = {name if rename is None else rename(name): out
