@@ -64,3 +64,19 @@ def test_a_wrong_derivative_is_found_with_or_without_sympy(monkeypatch, seconds)
     report = diffdsl.compile(SOURCE).check()
     assert report["status"] == "mismatch" and not report["numeric"]["y"]["x"]["ok"]
     assert (report["symbolic"]["y"]["x"]["status"] == "mismatch") == (seconds > 0)
+
+
+def test_no_proof_is_tried_where_the_formulas_differ_at_fifty_digits(monkeypatch):
+    """Past PROOF_RTOL the two formulas differ, so SymPy's `simplify` (minutes on lgamma's
+    series against polygamma) is not asked; below it, it is."""
+    import sympy as sp
+
+    from diffdsl.symbolic import check as checking
+    x = sp.Symbol("x", real=True)
+    asked = []
+    monkeypatch.setattr(checking, "_prove_zero", lambda diff: asked.append(diff) or "simplify")
+    assert checking.decide(sp.sin(x), sp.sin(x) + 1e-15, 1e-15, 5)[0] == "rounding"
+    assert checking.decide(sp.sin(x), sp.sin(x) + 1e-18, 1e-18, 5)[0] == "rounding"
+    assert not asked
+    assert checking.decide(sp.sin(x), sp.cos(x - sp.pi / 2), 1e-45, 5) == ("proven", "simplify")
+    assert len(asked) == 1
