@@ -72,10 +72,7 @@ RANK = {"proven": 0, "numeric50": 1, "rounding": 2, "skipped": 3, "mismatch": 4}
 # symbolic
 EXACT_RTOL = 1e-30
 ROUNDING_RTOL = 1e-12
-# Past this difference at 50 digits two formulas differ (an identity loses 30 digits to
-# cancellation only rarely): SymPy is not asked to prove them equal, which cannot succeed and
-# can take minutes to fail (lgamma's derivative, digamma as a series, against polygamma).
-PROOF_RTOL = 1e-20
+PROOF_RTOL = 1e-20  # past it at 50 digits the formulas differ: no proof tried (lgamma: minutes)
 EXPAND_LIMIT = 50_000  # tree size (graph-measured) up to which `expand` is tried
 SIMPLIFY_LIMIT = 2_000  # count_ops up to which `simplify` is tried
 CASES_LIMIT = 6  # relations up to which a Piecewise is split into cases (2**n of them)
