@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import contextlib
 import ctypes
+import functools
 import math
 import os
 import sys
@@ -94,6 +95,7 @@ def available() -> bool:
         return False
 
 
+@functools.cache  # asked by every large batch: the loader's search runs once a process
 def driver_found() -> bool:
     """Whether the CUDA driver library loads where numba.cuda looks for it (NUMBA_CUDA_DRIVER,
     else libcuda by name, then in /usr/lib and /usr/lib64). Without it no real GPU can run:

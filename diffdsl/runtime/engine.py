@@ -180,7 +180,7 @@ class Engine:
             self.stats.count("kernels_built")
         else:
             kernel = self._cached_kernel(graph, dtype)
-        self._plans[(graph, dtype)] = _Plan(graph, kernel, self.split)
+        self._plans[(graph, dtype)] = _Plan(graph, kernel, functools.partial(self.split, graph))
         return kernel
 
     def _cached_kernel(self, graph: Graph, dtype: str):
@@ -284,7 +284,7 @@ class _Plan:
 
     def __init__(self, graph: Graph, kernel, splits=None):
         self.kernel = kernel
-        self.graph, self.splits = graph, splits  # Engine.split: a batch's shared part
+        self.splits = splits  # Engine.split of the graph: a batch's shared part, by inputs
         self.dtype = kernel.dtype
         self.shapes = [(name, port.shape) for name, port in graph.inputs.items()]
         self.outputs = [(name, port.shape) for name, port in graph.outputs.items()]
@@ -363,8 +363,7 @@ class _Plan:
                          and gpu_present()):
             return None
         if rows >= HOIST_ROWS and 0 in strides and self.splits is not None and self.splits(
-                self.graph, frozenset(n for (n, _), s in zip(self.shapes, strides, strict=True)
-                                      if s == 0)):
+                frozenset(n for (n, _), s in zip(self.shapes, strides, strict=True) if s == 0)):
             return None  # the general path runs what the rows share once
         outs = [np.empty(batch + shape, self.dtype) for _, shape in self.outputs]
         self.kernel.run(arrays, strides, outs, rows)
