@@ -68,6 +68,7 @@ LAYERS = {
     "graph/shared_part": 2.1,  # what a batch's rows share, split off to run once
     "graph/checkpoints": 2.91,  # a scan's pullback in segments, from checkpoints
     "graph/scan_sweeps": 2.92,  # derivatives of scans: a scan backwards over stored states
+    "graph/reach": 2.05,  # what a forward sweep from seeds reaches: users listed once
     "graph/sweeps": 2.95,  # the reverse and forward sweeps, with select guards
     "graph/autodiff": 3,
     "graph/dot": 3,

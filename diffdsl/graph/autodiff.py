@@ -21,6 +21,7 @@ from .ports import pick_inputs as pick_inputs
 from .ports import pick_output as pick_output
 from .ports import require_scalar as require_scalar
 from .ports import tangent_name as tangent_name
+from .reach import Reach
 from .reroll import rerolled
 from .share_sums import shared
 from .sweeps import active_nodes as active_nodes
@@ -168,9 +169,10 @@ def jacobian(graph: Graph, of: str | None = None, wrt=None, mode: str = "auto") 
         for o in out.ids:
             rows.append(reverse(b, stop, active, [(o, one)]))
     elif mode == "forward":
+        reach = Reach(b, stop, active)
         for name in wrt:
             for i in graph.inputs[name].ids:
-                columns[i] = forward(b, stop, active, {i: one})
+                columns[i] = forward(b, stop, active, {i: one}, reach=reach)
     else:
         raise UsageError(f"unknown jacobian mode '{mode}'; use auto, forward or reverse")
     outputs = {"value": out}
@@ -220,7 +222,9 @@ def hessian(graph: Graph, of: str | None = None, wrt=None) -> Graph:
     of, wrt, b, grads, stop, active = _gradient_nodes(graph, of, wrt, "hessian")
     out = graph.outputs[of]
     one = b.const(1.0)
-    columns = {j: forward(b, stop, active, {j: one}) for j in sorted(_sources(graph, wrt))}
+    reach = Reach(b, stop, active)
+    columns = {j: forward(b, stop, active, {j: one}, reach=reach)
+               for j in sorted(_sources(graph, wrt))}
     outputs = {"value": out}
     for a in wrt:
         for c in wrt:

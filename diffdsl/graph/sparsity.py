@@ -34,6 +34,7 @@ from .ir import Builder, Graph, Port, collector_paused
 from .loops import expand, explicit
 from .pattern_walk import bits, summarisable, walk
 from .ports import g_name
+from .reach import Reach
 from .share_sums import shared
 
 COMPRESSED = "compressed"  # the output port of a compressed derivative graph
@@ -116,9 +117,10 @@ def compressed_jacobian(graph: Graph, of: str, wrt: list[str], seeds: list, mode
     out = graph.outputs[of]
     one, zero = b.const(1.0), b.const(0.0)
     ids = []
+    reach = Reach(b, stop, active) if mode == "forward" else None
     for group in seeds:
         if mode == "forward":
-            t = forward(b, stop, active, {cols[j]: one for j in group})
+            t = forward(b, stop, active, {cols[j]: one for j in group}, reach=reach)
             ids += [t.get(o, zero) for o in out.ids]
         else:
             ct = reverse(b, stop, active, [(out.ids[i], one) for i in group])
@@ -138,9 +140,9 @@ def compressed_hessian(graph: Graph, of: str, wrt: list[str], seeds: list) -> Gr
     cols = columns(graph, wrt)
     gradient = [g for name in wrt for g in grads[name]]
     one, zero = b.const(1.0), b.const(0.0)
-    ids = []
+    ids, reach = [], Reach(b, stop, active)
     for group in seeds:
-        t = forward(b, stop, active, {cols[j]: one for j in group})
+        t = forward(b, stop, active, {cols[j]: one for j in group}, reach=reach)
         ids += [t.get(g, zero) for g in gradient]
     ports = _ports(graph.outputs[of], seeds, len(cols), ids)
     return shared(b.graph(dict(graph.inputs), ports))
@@ -168,7 +170,8 @@ def hessian_diagonal(graph: Graph, of: str | None = None, wrt=None,
     of, wrt, b, grads, stop, active = _gradient_nodes(graph, of, wrt, "hessian")
     cols = columns(graph, wrt)
     one, zero = b.const(1.0), b.const(0.0)
-    sweeps = [forward(b, stop, active, {cols[j]: one for j in group.tolist()})
+    reach = Reach(b, stop, active)
+    sweeps = [forward(b, stop, active, {cols[j]: one for j in group.tolist()}, reach=reach)
               for group in groups(colours)]
     gradient = [g for name in wrt for g in grads[name]]
     diagonal = [zero if c < 0 else sweeps[c].get(g, zero)

@@ -14,6 +14,7 @@ from . import loop_sweeps, scan_sweeps
 from .ir import Builder, Node
 from .loops import materialize
 from .ops import OPS
+from .reach import Reach, read_parts
 from .stencils import gathered
 from .wholes import WholeCt
 
@@ -217,7 +218,8 @@ def _complements(b: Builder, g: int, h: int) -> bool:
 
 def forward(b: Builder, stop: int, active: bytearray, tangents: dict[int, int],
             start: int = 0, guards_out: dict | None = None,
-            seed_guards: dict | None = None, wholes_out: dict | None = None) -> dict:
+            seed_guards: dict | None = None, wholes_out: dict | None = None,
+            reach: Reach | None = None) -> dict:
     """Forward sweep over nodes in [start, stop): tangent node of every node reached.
 
     The mirror of `reverse`'s guards: beside each tangent, the condition under which it may be
@@ -225,13 +227,15 @@ def forward(b: Builder, stop: int, active: bytearray, tangents: dict[int, int],
     taken carries none the tangent is exactly 0; a partial derivative that is infinite there
     (`cbrt'(0)` of a value the select made constant) must not meet that 0 as 0 * inf = NaN,
     so each part a guarded tangent sends on is wrapped in `select(guard, part, 0)`.
+    `reach`: the range's users, listed once for many sweeps; this one then visits only what
+    its seeds reach.
     """
     t = dict(tangents)
     guard: dict[int, int | None] = dict.fromkeys(tangents)
     guard.update(seed_guards or {})  # a scan's carried tangent, 0 where its guard is false
     region_tangent: dict[int, int] = {}
-    read = None  # the regions some of whose values a node in the sweep uses (`_read_parts`)
-    for i in range(start, stop):
+    read = None  # the regions some of whose values a node in the sweep uses (`read_parts`)
+    for i in range(start, stop) if reach is None else reach.order(tangents):
         if i in t or not active[i]:
             continue
         node = b.nodes[i]
@@ -254,7 +258,7 @@ def forward(b: Builder, stop: int, active: bytearray, tangents: dict[int, int],
                     region_tangent[i] = scan_sweeps.scan_tangent(b, i, node, ts, _self(), gs)
                 else:
                     if read is None:
-                        read = _read_parts(b, start, stop)
+                        read = read_parts(b, start, stop) if reach is None else reach.read()
                     # The guards of its values' tangents are read by the nodes that use
                     # them, or by a region around this sweep: a region whose values are
                     # only outputs (a gradient's tangent, for the Hessian) carries none.
@@ -290,13 +294,6 @@ def forward(b: Builder, stop: int, active: bytearray, tangents: dict[int, int],
     if guards_out is not None:
         guards_out.update(guard)
     return t
-
-
-def _read_parts(b: Builder, start: int, stop: int) -> set[int]:
-    """The region nodes some of whose values (part nodes) are arguments of a node in
-    [start, stop)."""
-    parts = {a for i in range(start, stop) for a in b.nodes[i].args}
-    return {b.nodes[a].args[0] for a in parts if b.nodes[a].op == "part"}
 
 
 def _part_tangent(b: Builder, i: int, node, t: dict, guard: dict, region_tangent: dict):

@@ -26,6 +26,7 @@ from ...errors import ArityError, ShapeError, StaticValueError, TypeMismatchErro
 from ...graph.autodiff import active_nodes, forward, reverse
 from ...graph.ir import Builder, Graph, Node
 from ...graph.loops import LEAVES, leaf
+from ...graph.reach import Reach
 from .. import syntax as s
 from ..values import Dyn, describe, is_array
 from .bindings import DERIVATIVES, base_name
@@ -218,5 +219,6 @@ def _jacobian(b, outs: list, leaves: list, lo: int, mode: str) -> list:
     if mode == "reverse":
         rows = [reverse(b, stop, active, [(o, one)], lo) for o in outs]
         return [row.get(leaf, zero) for row in rows for leaf in leaves]
-    columns = [forward(b, stop, active, {leaf: one}, lo) for leaf in leaves]
+    reach = Reach(b, stop, active, lo)
+    columns = [forward(b, stop, active, {leaf: one}, lo, reach=reach) for leaf in leaves]
     return [column.get(o, zero) for o in outs for column in columns]
