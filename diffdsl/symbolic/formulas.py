@@ -14,6 +14,7 @@ from __future__ import annotations
 import itertools
 import math
 import re
+from functools import partial
 from typing import Callable
 
 import sympy as sp
@@ -29,6 +30,19 @@ PRINT_TERMS = 1_000_000  # terms of a derivative written out beyond which `diff`
 # Terms beyond which `diff --cse` names the graph's shared nodes instead of calling sympy.cse,
 # whose time grows with the trees written out (0.03 s at 76,000 terms, 8 s at 4 million).
 CSE_TERMS = 100_000
+# SymPy's printers order a sum's terms by their monomials over all its symbols, a cost that
+# grows as the square of their number (tens of seconds a print at 10,000): a formula of more
+# symbols than this prints its terms in the order SymPy keeps them (`order="none"`), in
+# seconds.
+ORDERED_SYMBOLS = 1000
+
+
+def printed(expr, latex: bool = False) -> str:
+    """`expr` as text (`str`'s) or as LaTeX, its terms ordered as SymPy's printers do unless
+    it has more than ORDERED_SYMBOLS symbols."""
+    many = isinstance(expr, sp.Basic) and len(expr.free_symbols) > ORDERED_SYMBOLS
+    order = {"order": "none"} if many else {}
+    return sp.latex(expr, **order) if latex else sp.sstr(expr, **order)
 
 
 def refuse_to_print(graph: Graph, of: str) -> None:
@@ -77,7 +91,7 @@ def _print_loops(lines: list, exprs: list, of: str, out_shape: tuple, latex: boo
     replacements = []
     if cse:
         replacements, exprs = sp.cse(exprs, symbols=sp.numbered_symbols(_cse_prefix(exprs)))
-    show = sp.latex if latex else str
+    show = partial(printed, latex=latex)
     text = [f"{show(sym)} = {show(sub)}" for sym, sub in replacements]
     for line, expr in zip(lines, exprs, strict=True):
         out_label = _label(of, line.index[:len(out_shape)], latex)
@@ -162,7 +176,7 @@ def _labels(of: str, name: str, out_shape: tuple, shape: tuple, latex: bool) -> 
 
 
 def _lines(labels: list, exprs: list, replacements: list, latex: bool) -> str:
-    show = sp.latex if latex else str
+    show = partial(printed, latex=latex)
     lines = [f"{show(sym)} = {show(sub)}" for sym, sub in replacements]
     for (out_label, in_label), expr in zip(labels, exprs, strict=True):
         if latex:
@@ -227,7 +241,7 @@ def _derivatives_json(derivs: dict) -> dict:
     result = {}
     for name, value in derivs.items():
         shape = _shape(value)
-        strings = [str(e) for e in _flat(value)]
+        strings = [printed(e) for e in _flat(value)]
         result[name] = _nest(strings, shape)
     return result
 
@@ -262,11 +276,11 @@ def derivatives_latex(derivs: dict, of: str, terms_limit: int) -> str | None:
 def _latex_lines(derivs: dict, of: str) -> str:
     top = sp.latex(sp.Symbol(of))
     lines = [f"\\frac{{\\partial {top}}}{{\\partial {sp.latex(sp.Symbol(name))}}} &= "
-             f"{sp.latex(value)}" for name, value in derivs.items()]
+             f"{printed(value, latex=True)}" for name, value in derivs.items()]
     return "$\\begin{aligned}" + " \\\\ ".join(lines) + "\\end{aligned}$"
 
 
 def outputs_latex(outputs: dict) -> str:
     """`{name: SymPy expression}` as one aligned block, `d = ...`, for a program's display."""
-    lines = [f"{sp.latex(sp.Symbol(n))} = {sp.latex(e)}" for n, e in outputs.items()]
+    lines = [f"{sp.latex(sp.Symbol(n))} = {printed(e, latex=True)}" for n, e in outputs.items()]
     return "$\\begin{aligned}" + r" \\ ".join(lines) + "\\end{aligned}$"
