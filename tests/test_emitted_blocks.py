@@ -9,6 +9,7 @@ take the blocks and below them."""
 
 from __future__ import annotations
 
+from itertools import pairwise
 from types import SimpleNamespace
 
 import numpy as np
@@ -17,8 +18,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import diffdsl
-from diffdsl.backends import cpu
+from diffdsl.backends import cpu, llvm
 from diffdsl.backends.llvm_blocks import blocks_of, strided_copies
+from diffdsl.graph.ir import Builder, Port
 
 PROGRAMS = {  # the Hessian's pattern takes two colours, for the diagonal
     "pairs": "input x[{n}]\noutput f = sum(exp(x[2 * i] / x[2 * i + 1]) for i in range({n} // 2))",
@@ -134,3 +136,28 @@ def test_runs_of_blocks_are_the_quadratic_searchs(pieces, least):
             for c in range(w):
                 node = nodes[ids[e + q * step + c]]
                 assert (node.args[0], node.attr) == (r, v + q * by + c)
+
+
+@settings(max_examples=40, deadline=None)
+@given(places=st.lists(st.integers(0, 700), min_size=1, max_size=40), data=st.data())
+def test_segments_count_the_stores_a_node_makes(places, data):
+    """A segment holds about SEGMENT instructions: a node counts one, and one more for each
+    output element stored from it there. The segments tile the nodes in order, each within
+    SEGMENT but for its last node's stores; the values are the reference interpreter's."""
+    b = Builder()
+    x = [b.input("x", k) for k in range(3)]
+    nodes, ids = [], []
+    for k, count in enumerate(places):
+        node = b.op("mul", x[k % 3], b.op("add", x[(k + 1) % 3], b.const(float(k))))
+        nodes.append(node)
+        ids += [node] * count
+    ids = data.draw(st.permutations(ids)) if ids else [nodes[0]]
+    graph = b.graph({"x": Port((3,), tuple(x))}, {"y": Port((len(ids),), tuple(ids))})
+    plan = llvm._Layout(graph)
+    assert plan.segments[0][0] == 0 and plan.segments[-1][1] == len(graph.nodes)
+    assert all(a < b_ and b_ == c for (a, b_), (c, _) in pairwise(plan.segments))
+    for start, stop in plan.segments:  # what comes before its last node is under SEGMENT
+        assert sum(1 + len(plan.stores.get(i, ())) for i in range(start, stop - 1)) < llvm.SEGMENT
+    prog = diffdsl.Program(graph, cache=False)
+    point = np.array([0.5, -1.5, 2.0])
+    np.testing.assert_array_equal(prog(x=point, backend="cpu"), prog(x=point, backend="numpy"))

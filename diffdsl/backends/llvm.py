@@ -20,12 +20,12 @@ emitter adds only the plumbing. The module defines, for one dtype:
         ctypes; `@diffdsl_spread_bytes()` says the memory each slice of theirs needs
 
 Big graphs stay fast to compile when shaped for the code generator: the body is cut into
-non-inlined segments of `SEGMENT` nodes, and a value used in a later segment goes through a
-slot of the scratch array, so no live range crosses a segment and the register allocator
-works on short ranges. Inputs are loaded where a segment first uses them; an output is stored
-where it is computed. Names are stable: `%v12` is node 12, in whichever segment holds it;
-`%v12.ptr` is its address in the scratch or an input, and the op rows' temporaries are
-`%v12.` and one letter, so the two never meet.
+non-inlined segments of about `SEGMENT` instructions (a node and its stores), and a value
+used in a later segment goes through a slot of the scratch array, so no live range crosses a
+segment and the register allocator works on short ranges. Inputs are loaded where a segment
+first uses them; an output is stored where it is computed. Names are stable: `%v12` is node
+12, in whichever segment holds it; `%v12.ptr` is its address in the scratch or an input, and
+the op rows' temporaries are `%v12.` and one letter, so the two never meet.
 """
 
 from __future__ import annotations
@@ -33,6 +33,7 @@ from __future__ import annotations
 import math
 import re
 from collections import Counter
+from itertools import pairwise
 
 import numpy as np
 
@@ -46,7 +47,7 @@ from .llvm_segment import TYPES, literal, segment, spellings
 from .llvm_spread import spreads, stride
 from .llvm_vector import widen
 
-SEGMENT = 250  # nodes per segment: compile time per node grows with it (README)
+SEGMENT = 250  # nodes and stores per segment: compile time per node grows with it
 _CALL = re.compile(r"call (double|float) @([\w.]+)\(([^)]*)\)")
 # An output port with this many +0.0 constants is zeroed as a block (memset), and one with
 # this many other constants copied from a table (memcpy): a Jacobian of a million mostly
@@ -174,8 +175,6 @@ class _Layout:
     port and element each input node reads."""
 
     def __init__(self, graph: Graph, adds: frozenset = frozenset()):
-        n = len(graph.nodes)
-        self.segments = [(a, min(a + SEGMENT, n)) for a in range(0, max(n, 1), SEGMENT)]
         self.port_of = {name: k for k, name in enumerate(graph.inputs)}  # input -> port
         self.source = {}  # input node -> (port, element)
         for i, node in enumerate(graph.nodes):
@@ -211,20 +210,38 @@ class _Layout:
                     self.strided.append((first + k, *copy))
             for e in np.flatnonzero(~covered).tolist():
                 self.stores.setdefault(port.ids[e], []).append((first + k, e))
-        self.slot = {}
-        for i, node in enumerate(graph.nodes):
-            for a in node.args:
-                if a // SEGMENT != i // SEGMENT and a not in self.source and a not in self.slot \
-                        and graph.nodes[a].op not in ("const", "region", "part", "array"):
-                    self.slot[a] = len(self.slot)
         # Outputs that are inputs or constants are stored in the last segment.
         self.late = [i for i in self.stores
                      if i in self.source or graph.nodes[i].op == "const"]
+        self.segments, at = self._segments(len(graph.nodes))
+        self.slot = {}
+        for i, node in enumerate(graph.nodes):
+            for a in node.args:
+                if at[a] != at[i] and a not in self.source and a not in self.slot \
+                        and graph.nodes[a].op not in ("const", "region", "part", "array"):
+                    self.slot[a] = len(self.slot)
         self.slots = max(len(self.slot), 1)
         self.scratch = self.slots  # slots, then each region's areas (place_region)
         self.areas: dict[int, dict] = {}
         self.powers: dict[int, int] = {}  # pow node -> its slot in the "@pw" port's values
         self.power_port = len(graph.inputs) + len(graph.outputs)
+
+    def _segments(self, n: int) -> tuple[list, list]:
+        """Segments of about SEGMENT instructions, and each node's segment: a node counts one,
+        and one more for each output element it is stored into there. (A value a Jacobian
+        holds at a hundred places is a hundred stores: O2's code generator takes time that
+        grows faster than a function's stores, and 10,000 of them in a segment of 250 nodes
+        took 30 s to compile, a few hundred milliseconds cut into segments.)"""
+        weight = np.ones(max(n, 1), dtype=np.int64)
+        late = set(self.late)
+        for i, places in self.stores.items():
+            if i not in late:
+                weight[i] += len(places)
+        begins = np.cumsum(weight) - weight
+        _, at = np.unique(begins // SEGMENT, return_inverse=True)
+        cuts = np.flatnonzero(np.diff(at)) + 1
+        bounds = [0, *cuts.tolist(), max(n, 1)]
+        return [(a, min(b, n)) for a, b in pairwise(bounds)], at.tolist()
 
     def place_region(self, i: int, region, body_scratch: int) -> None:
         """Areas of the scratch for region node i: its values (`buf`), its captures, the
