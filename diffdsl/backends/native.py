@@ -35,6 +35,12 @@ OPTIMIZE_NODES = 2000
 # (GradBench's GMM gradient at d = 10, k = 100, 8,060 nodes: 18.2 -> 10.6 ms a call for
 # 1.8 s more compiling; d = 2, k = 50: 0.93 -> 0.39 ms for 0.3 s; bench/gradbench).
 OPTIMIZE_LOOP_NODES = 8192
+# A kernel whose loops LLVM's unroller writes out into a basic block of more instructions than
+# this is optimised again without unrolling: O2's code generator takes time that grows faster
+# than a block's length (a loop nest of 21 nodes unrolled into a block of 37,000 instructions
+# took 45 s to compile, 2 s without unrolling). The kernels of GradBench's evals keep blocks of
+# at most 1,100 instructions, and stay as they were.
+UNROLLED_BLOCK = 8192
 # In a graph with loops, code outside them of more nodes than the first and at most the second
 # may be left unoptimised and uncounted (backends/llvm_cold.py, cpu.code_size).
 STRAIGHT = (OPTIMIZE_NODES, OPTIMIZE_LOOP_NODES)
@@ -173,6 +179,9 @@ def compile_ir(text: str, nodes: int, loops: bool = False) -> bytes:
     module.verify()
     if small and loops:
         _optimize_loops(module, tm)
+        if _biggest_block(module) > UNROLLED_BLOCK:
+            module, _context = _parsed(text, tm)
+            _optimize_loops(module, tm, unroll=False)
     elif small:
         _optimize(module, tm)
     return tm.emit_object(module)
@@ -205,7 +214,22 @@ def _optimize(module, tm) -> None:
     mpm.run(module, pb)
 
 
-def _optimize_loops(module, tm) -> None:
+def _biggest_block(module) -> int:
+    """The most instructions in one basic block of `module` (0 where the module has fewer
+    lines than UNROLLED_BLOCK: it cannot hold such a block, and is not scanned)."""
+    text = str(module)
+    if text.count("\n") <= UNROLLED_BLOCK:
+        return 0
+    most = run = 0
+    for line in text.splitlines():
+        if line.startswith("  "):
+            run += 1
+        else:  # a label, a definition's first or last line, a declaration
+            most, run = max(most, run), 0
+    return max(most, run)
+
+
+def _optimize_loops(module, tm, unroll: bool = True) -> None:
     """LLVM's own O3 pipeline, for code with loops: it hoists what a loop does not change out
     of it, and vectorises the iterations (with the vector math of llvm_vector.py). Each run
     keeps about 90 KB that llvmlite never frees (measured: 100 kernels, 10 MB; the short
@@ -213,6 +237,7 @@ def _optimize_loops(module, tm) -> None:
     pto = llvm.create_pipeline_tuning_options(speed_level=3)
     pto.loop_vectorization = True
     pto.slp_vectorization = True
+    pto.loop_unrolling = unroll
     pb = llvm.create_pass_builder(tm, pto)
     pb.getModulePassManager().run(module, pb)
 

@@ -1,0 +1,130 @@
+"""Two costs of building a derivative, each beside what it was, in one run.
+
+    python bench/build_costs.py [--rounds 3] [--quick]
+
+1. Forward sweeps (graph/reach.py): the graph of a forward-mode Jacobian, each column's sweep
+   walking the nodes its seed reaches, against every active node (how it was, by replacing
+   `Reach.order` with the whole range). GradBench's hand tracking (`bench/gradbench/ht.dd`,
+   by u and theta, as `ht.py` asks for it) and a written-out `[x[i] * 2 for i in range(n)]`.
+2. Segments (backends/llvm.py): compiling a Jacobian kernel whose output holds each of 100
+   values at 99 places (10,000 stores), with segments cut by nodes and stores against by
+   nodes alone (SEGMENT nodes a segment, whatever it stores).
+3. Unrolled blocks (backends/native.py): compiling the gradient of a loop nest (the inner loop
+   reads a column of a matrix, tests/test_regions.py), which LLVM's unroller writes out into a
+   block of 37,000 instructions: optimised again without unrolling, against kept (once each:
+   the kept one takes most of a minute).
+
+The best of `--rounds` for each, seconds.
+"""
+
+from __future__ import annotations
+
+import argparse
+import time
+from functools import partial
+from pathlib import Path
+
+from common import machine
+
+import diffdsl
+from diffdsl.backends import cpu, llvm, native
+from diffdsl.graph import autodiff
+from diffdsl.graph.reach import Reach
+
+HERE = Path(__file__).resolve().parent
+# tests/test_rows.py's "outputs kept by rows beside a derivative inside", written out: d t / d x
+# holds 6 a^2 x[j] at the 99 places of column j off the diagonal.
+STORES = ("input x[100]\ninput a\ng = grad(sum(x ** 2) * a ** 3, a)\n"
+          "output t = x * grad(a ** 3, a) + g\n")
+
+
+def best(fn, rounds: int) -> float:
+    times = []
+    for _ in range(rounds):
+        start = time.perf_counter()
+        fn()
+        times.append(time.perf_counter() - start)
+    return min(times)
+
+
+def sweeps(rounds: int) -> list[tuple[str, float, float]]:
+    rows = []
+    cases = [("hand tracking: jacobian by u, theta", (HERE / "gradbench" / "ht.dd").read_text(),
+              "err", ["u", "theta"]),
+             ("[x[i] * 2 for i in range(2000)], written out",
+              "input x[2000]\noutput y = [x[i] * 2 for i in range(2000)]\n", "y", ["x"])]
+    for label, source, of, wrt in cases:
+        with diffdsl.limits.using(unroll=10**9):
+            graph = diffdsl.compile(source, cache=False).graph
+        build = partial(autodiff.jacobian, graph, of, wrt, mode="forward")
+        reached = best(build, rounds)
+        order = Reach.order
+        Reach.order = lambda self, seeds: list(range(self.start, self.stop))
+        try:
+            every = best(build, rounds)
+        finally:
+            Reach.order = order
+        rows.append((label, reached, every))
+    return rows
+
+
+def segments(rounds: int) -> tuple[str, float, float]:
+    with diffdsl.limits.using(unroll=10**9):
+        prog = diffdsl.compile(STORES, cache=False)
+    graph = autodiff.jacobian(prog.graph, "t", mode="reverse")
+
+    def compile_it():
+        cpu.Kernel(graph, "float64", cache=False)
+
+    cut = best(compile_it, rounds)
+    weighted = llvm._Layout._segments
+
+    def by_nodes(self, n):
+        stores, self.stores = self.stores, {}
+        try:
+            return weighted(self, n)
+        finally:
+            self.stores = stores
+
+    llvm._Layout._segments = by_nodes
+    try:
+        nodes_only = best(compile_it, rounds)
+    finally:
+        llvm._Layout._segments = weighted
+    return "a Jacobian storing 10,000 elements: compile", cut, nodes_only
+
+
+def unrolled_blocks() -> tuple[str, float, float]:
+    source = ("const n = 66\nconst m = 140\ninput B[m, n]\ninput v[m]\n"
+              "output y = sum(tanh(sum(B[j, i] * v[j] for j in range(m))) ** 2 "
+              "for i in range(n))\n")
+    graph = autodiff.grad(diffdsl.compile(source, cache=False).graph)
+
+    def compile_it():
+        cpu.Kernel(graph, "float64", cache=False)
+
+    redone = best(compile_it, 1)
+    limit, native.UNROLLED_BLOCK = native.UNROLLED_BLOCK, 10**9
+    try:
+        kept = best(compile_it, 1)
+    finally:
+        native.UNROLLED_BLOCK = limit
+    return "a loop nest's gradient unrolled into one block: compile", redone, kept
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--quick", action="store_true", help="leave out the loop nest (a minute)")
+    args = parser.parse_args()
+    print(machine())
+    print("| what | now | before | before / now |\n|---|---:|---:|---:|")
+    parts = [*sweeps(args.rounds), segments(args.rounds)]
+    if not args.quick:
+        parts.append(unrolled_blocks())
+    for label, now, before in parts:
+        print(f"| {label} | {now:.3f} s | {before:.3f} s | {before / now:.1f} |")
+
+
+if __name__ == "__main__":
+    main()
