@@ -58,9 +58,11 @@ def write_files(folder: Path, terms: int, elements: int) -> list[Path]:
 
 def measure(path: Path, stage: str, old: bool) -> tuple[float, float, str]:
     """(wall seconds, peak resident MB, how it ended) of one run in a fresh process."""
-    env = dict(os.environ, DIFFDSL_CACHE_DIR=tempfile.mkdtemp(prefix="bench-cache-"))
-    done = subprocess.run(["/usr/bin/time", "-v", sys.executable, "-c", CHILD, str(path), stage,
-                           "1" if old else "0"], capture_output=True, text=True, env=env)
+    with tempfile.TemporaryDirectory(prefix="bench-cache-") as cache:
+        env = dict(os.environ, DIFFDSL_CACHE_DIR=cache)
+        done = subprocess.run(["/usr/bin/time", "-v", sys.executable, "-c", CHILD, str(path),
+                               stage, "1" if old else "0"], capture_output=True, text=True,
+                              env=env)
     wall = re.search(r"Elapsed \(wall clock\) time .*: (?:(\d+):)?(\d+):([\d.]+)", done.stderr)
     peak = re.search(r"Maximum resident set size \(kbytes\): (\d+)", done.stderr)
     if wall is None or peak is None:

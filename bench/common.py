@@ -363,10 +363,11 @@ def run_child(code: str, args: list[str], path: str | None = None,
     directory first on the path, which would import this checkout's diffdsl over
     PYTHONPATH's): its last line of output as JSON, with "grad" the arrays it saved to
     GRADS (an .npz)."""
-    env = dict(os.environ, DIFFDSL_CACHE_DIR=tempfile.mkdtemp(prefix="bench-cache-"))
-    if path:
-        env["PYTHONPATH"] = path
+    # The empty cache lives in the run's own temporary folder, removed with it.
     with tempfile.TemporaryDirectory() as out:
+        env = dict(os.environ, DIFFDSL_CACHE_DIR=os.path.join(out, "cache"))
+        if path:
+            env["PYTHONPATH"] = path
         grads = os.path.join(out, "g.npz")
         done = subprocess.run([sys.executable, "-c", code, *args, grads], env=env,
                               capture_output=True, text=True, timeout=timeout, cwd=out)
