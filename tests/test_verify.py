@@ -78,6 +78,21 @@ def test_a_lowered_graph_and_its_derivatives_verify():
         assert verify(derived) is derived
 
 
+def test_a_graph_is_checked_once_and_a_new_one_afresh(monkeypatch):
+    """The same object verified again is not walked again (its ports are not read); a graph
+    made from it, good or malformed, is checked."""
+    from diffdsl.graph import verify as module
+    graph = diffdsl.compile(SOURCE + "output z = x[0] * 3\n", cache=False).graph
+    verify(graph)
+    ports = []
+    monkeypatch.setattr(module, "_check_port", lambda *args: ports.append(args[1]))
+    assert verify(graph) is graph and ports == []
+    copy = Graph(graph.nodes, graph.inputs, graph.outputs)
+    assert verify(copy) is copy and sorted(ports) == ["x", "y", "z"]
+    with pytest.raises(GraphError, match="is not an earlier node"):
+        verify(_with_node(copy, 2, Node("sin", (3,))))
+
+
 @pytest.mark.parametrize("case", list(MALFORMED))
 def test_malformed_graphs_are_refused_with_the_fault(case):
     make, message = MALFORMED[case]

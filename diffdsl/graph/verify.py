@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import math
 import os
+import weakref
 
 from .ops import OPS
 from .region import Region
@@ -22,6 +23,12 @@ def verifying() -> bool:
     return os.environ.get(VERIFY_ENV, "") not in ("", "0")
 
 
+# Graphs already verified, by identity: a graph is immutable, and the same object is checked
+# again and again (the reference interpreter verifies at every evaluation, the emitter a graph
+# its builder verified, a region's body within every graph holding it). An entry goes with
+# its graph, so a new graph at a reused id is checked afresh.
+_verified: weakref.WeakValueDictionary = weakref.WeakValueDictionary()
+
 _ARITY = {name: row.arity for name, row in OPS.items()}
 _COMMUTATIVE = frozenset(name for name, row in OPS.items() if row.commutative)
 
@@ -34,8 +41,10 @@ def verify(graph):
     has elements, each a node of the graph; every input node is the element of the input port
     its attribute names, at the position the port holds it. Linear in the graph's size, so the
     backends call it before they compile (an emitter fed a malformed graph fails here, not in
-    LLVM's verifier).
+    LLVM's verifier). A graph object verified once is not checked again.
     """
+    if _verified.get(id(graph)) is graph:
+        return graph
     nodes = graph.nodes
     seen: dict[tuple, int] = {}
     for i, node in enumerate(nodes):
@@ -88,6 +97,7 @@ def verify(graph):
                 raise GraphError(f"malformed graph: output '{name}' reads values "
                                  f"{port.whole[1]} to {port.whole[1] + port.size - 1} of node "
                                  f"{port.whole[0]}, which has not as many")
+    _verified[id(graph)] = graph
     return graph
 
 
