@@ -100,3 +100,24 @@ def test_float32_kernels_fold_the_same(kind, keep):
     values = {"x": x, "c": 1.0}
     assert same_bits(loop.evaluate(values)["f"], written.evaluate(values)["f"])
     assert np.array_equal(loop.grad(values)["x"], written.grad(values)["x"], equal_nan=True)
+
+
+INTERPRETED = {kind: diffdsl.compile(f"const n = {N}\ninput x[n]\ninput c\noutput f = "
+                                     f"{kind}(x[i] * c for i in range(n))\n", cache=False,
+                                     backend="numpy") for kind in ("min", "max")}
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.lists(st.sampled_from(range(len(EDGES))), min_size=3 * N, max_size=3 * N),
+       st.sampled_from(["min", "max"]))
+def test_the_interpreters_loop_folds_edges_as_written_out(picks, kind):
+    """The reference interpreter runs a loop's fold over all iterations at once (not the
+    left fold, step by step): its value and winner, in each of 3 rows, are the fold's."""
+    x = np.array([EDGES[k] for k in picks]).reshape(3, N)
+    loop, (_, written) = INTERPRETED[kind], PROGRAMS[(kind, "generator", "branch")]
+    assert has_regions(loop.graph)
+    values = {"x": x, "c": 1.0}
+    assert same_bits(loop.evaluate(values)["f"], written.evaluate(values)["f"])
+    got, want = loop.grad(values), written.grad(values)
+    for name in ("x", "c"):
+        assert np.array_equal(got[name], want[name], equal_nan=True), (kind, name, x)

@@ -20,23 +20,32 @@ def _region(region, args: list, rows: int | None, dtype) -> np.ndarray:
     def column(v):  # (r,) whether the value is shared or one per row
         return np.broadcast_to(np.asarray(v, dtype=dtype), (r,))
 
-    # A stream that reads a region's values whole: its argument is that region's array.
-    region, args = materialize(region, args, lambda a, k, length: [a[..., k + e]
-                                                                   for e in range(length)])
+    def stack(items):  # (r, len(items))
+        return np.stack([column(v) for v in items], axis=1) if items else \
+            np.zeros((r, 0), dtype)
+
+    # A stream that reads a region's values or an input whole: its argument is that node's
+    # array, sliced at once (element by element, 10^6 elements took a minute). Listed only
+    # where the body reads it in place, as captures (`materialize`).
+    if any(region.in_place(j) for j in range(len(region.streams)) if region.source(j) >= 0):
+        region, args = materialize(region, args, lambda a, k, length: [
+            a[..., k + e] for e in range(length)])
+    captures, streams = split_args(region, args)
+    data = [np.broadcast_to(np.asarray(items[0], dtype)[..., k:k + length], (r, length))
+            if (k := region.source(j)) >= 0 else stack(items)
+            for j, ((length, _, _), items) in enumerate(zip(region.streams, streams,
+                                                             strict=True))]
     if region.carry:
-        sums, maps, state = _scan(region, args, r, column, dtype)
+        sums, maps, state = _scan(region, stack(captures), data,
+                                  stack(initial_state(region, args)), dtype)
         values = _finish(region, sums, maps, [state], dtype)
         return values if rows is not None else values[0]
-    captures, streams = split_args(region, args)
     given = {"@i": np.tile(np.arange(n, dtype=dtype), r).reshape(r * n, 1),
-             "@c": np.repeat(np.stack([column(v) for v in captures], axis=1)
-                             if captures else np.zeros((r, 0), dtype), n, axis=0)}
+             "@c": np.repeat(stack(captures), n, axis=0)}
     for j, ((_, stride, offset), width) in enumerate(zip(region.streams, region.widths(),
                                                          strict=True)):
-        data = np.stack([column(v) for v in streams[j]], axis=1) if streams[j] else \
-            np.zeros((r, 0), dtype)
         at = offset + stride * np.arange(n)[:, None] + np.arange(width)[None, :]
-        given[f"@s{j}"] = data[:, at].reshape(r * n, width)
+        given[f"@s{j}"] = data[j][:, at].reshape(r * n, width)
     out = evaluate(region.body, given, dtype)
     values = _finish(region, out["@sum"].reshape(r, n, region.sums),
                      out["@map"].reshape(r, n * region.maps), [], dtype)
@@ -47,33 +56,38 @@ def _finish(region, sums: np.ndarray, maps: np.ndarray, state: list, dtype) -> n
     """The values of a region from each iteration's sums (rows, n, sums) and the stacked
     map outputs: the sums taken over the iterations in order (as the unrolled sum adds them:
     `np.sum` would add them pairwise), then the maps, the winners, a scan's final state."""
-    n, r = region.n, sums.shape[0]
     total = np.cumsum(sums, axis=1)[:, -1, :]  # a running sum adds in order
     winners = []
-    for e in region.winners:  # folded left as the op folds: the earlier value on a tie
-        keep = np.less_equal if region.kind(e) == "min" else np.greater_equal
-        best, won = sums[:, 0, e].copy(), np.zeros(r, dtype=dtype)
-        for i in range(1, n):
-            kept = keep(best, sums[:, i, e])
-            best = np.where(kept, best, sums[:, i, e])
-            won = np.where(kept, won, dtype.type(i))
-        total[:, e] = best
-        winners.append(won[:, None])
+    for e in region.winners:
+        won = _fold(sums[:, :, e], region.kind(e))
+        total[:, e] = np.take_along_axis(sums[:, :, e], won[:, None], axis=1)[:, 0]
+        winners.append(won[:, None].astype(dtype))
     return np.concatenate([total, maps] + winners + state, axis=1)
 
 
-def _scan(region, args: list, r: int, column, dtype) -> tuple:
+def _fold(x: np.ndarray, kind: str) -> np.ndarray:
+    """The iteration (per row of x, rows by iterations) that a min or max folded left wins,
+    as the op folds: `best = best if best <= x[i] else x[i]` (>= for max), so the earlier
+    value on a tie, and a NaN, which loses every comparison, wins where it comes and is
+    beaten by the value after it. The fold therefore starts again after a row's last NaN
+    (which wins where it is the last iteration), and from there it is the first of the
+    extreme values."""
+    n = x.shape[1]
+    nan = np.isnan(x)
+    start = np.where(nan.any(axis=1), n - np.argmax(nan[:, ::-1], axis=1), 0)[:, None]
+    counted = np.arange(n)[None, :] >= start
+    edge = np.inf if kind == "min" else -np.inf
+    best = (np.min if kind == "min" else np.max)(np.where(counted, x, edge), axis=1)
+    won = np.argmax(counted & (x == best[:, None]), axis=1)
+    return np.where(start[:, 0] >= n, n - 1, won)
+
+
+def _scan(region, captures: np.ndarray, data: list, state: np.ndarray, dtype) -> tuple:
     """A scan's sums of each iteration, map outputs and final state: its body evaluated over
     all rows once per iteration, in order, each iteration given the state the one before it
-    wrote."""
-    captures, streams = split_args(region, args)
-
-    def stack(items):
-        return np.stack([column(v) for v in items], axis=1) if items else np.zeros((r, 0), dtype)
-
-    given = {"@c": stack(captures)}
-    data = [stack(items) for items in streams]
-    state = stack(initial_state(region, args))
+    wrote. Captures, each stream's data and the initial state are (rows, elements)."""
+    r = captures.shape[0]
+    given = {"@c": captures}
     sums, maps = [], []
     for i in range(region.n):
         given["@i"] = np.full((r, 1), i, dtype)
