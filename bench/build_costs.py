@@ -1,4 +1,4 @@
-"""Two costs of building a derivative, each beside what it was, in one run.
+"""Costs of building a derivative, each beside what it was, in one run.
 
     python bench/build_costs.py [--rounds 3] [--quick]
 
@@ -9,7 +9,12 @@
 2. Segments (backends/llvm.py): compiling a Jacobian kernel whose output holds each of 100
    values at 99 places (10,000 stores), with segments cut by nodes and stores against by
    nodes alone (SEGMENT nodes a segment, whatever it stores).
-3. Unrolled blocks (backends/native.py): compiling the gradient of a loop nest (the inner loop
+3. Gathered streams (backends/llvm_gather.py): compiling a loop over a vector written out
+   element by element, 16,000 elements of which 13,000 are zeros and the rest values computed
+   before the loop (as a second-order derivative of `examples/loops/pendulums.dd` gathers its
+   tangents): zeros copied from a table and values by a loop over their places, against each
+   element stored alone.
+4. Unrolled blocks (backends/native.py): compiling the gradient of a loop nest (the inner loop
    reads a column of a matrix, tests/test_regions.py), which LLVM's unroller writes out into a
    block of 37,000 instructions: optimised again without unrolling, against kept (once each:
    the kept one takes most of a minute).
@@ -27,7 +32,7 @@ from pathlib import Path
 from common import machine
 
 import diffdsl
-from diffdsl.backends import cpu, llvm, native
+from diffdsl.backends import cpu, llvm, llvm_gather, native
 from diffdsl.graph import autodiff
 from diffdsl.graph.reach import Reach
 
@@ -94,6 +99,25 @@ def segments(rounds: int) -> tuple[str, float, float]:
     return "a Jacobian storing 10,000 elements: compile", cut, nodes_only
 
 
+def gathered(rounds: int) -> tuple[str, float, float]:
+    items = [f"sin(x[{k // 5}]) * a" if k % 5 == 4 else "0.0" for k in range(16_000)]
+    source = (f"input x[3200]\ninput a\ninput w[16000]\nv = [{', '.join(items)}]\n"
+              "output s = sum(v[i] * w[i] for i in range(16000))\n")
+    graph = diffdsl.compile(source, cache=False).graph
+
+    def compile_it():
+        cpu.Kernel(graph, "float64", cache=False)
+
+    now = best(compile_it, rounds)
+    limits = llvm_gather.TABLE_FROM, llvm_gather.LOOP_FROM
+    llvm_gather.TABLE_FROM = llvm_gather.LOOP_FROM = 10**9
+    try:
+        alone = best(compile_it, rounds)
+    finally:
+        llvm_gather.TABLE_FROM, llvm_gather.LOOP_FROM = limits
+    return "a loop's stream of 16,000 scattered elements: compile", now, alone
+
+
 def unrolled_blocks() -> tuple[str, float, float]:
     source = ("const n = 66\nconst m = 140\ninput B[m, n]\ninput v[m]\n"
               "output y = sum(tanh(sum(B[j, i] * v[j] for j in range(m))) ** 2 "
@@ -119,7 +143,7 @@ def main() -> None:
     args = parser.parse_args()
     print(machine())
     print("| what | now | before | before / now |\n|---|---:|---:|---:|")
-    parts = [*sweeps(args.rounds), segments(args.rounds)]
+    parts = [*sweeps(args.rounds), segments(args.rounds), gathered(args.rounds)]
     if not args.quick:
         parts.append(unrolled_blocks())
     for label, now, before in parts:

@@ -9,16 +9,17 @@ take the blocks and below them."""
 
 from __future__ import annotations
 
+import re
 from itertools import pairwise
 from types import SimpleNamespace
 
 import numpy as np
 import pytest
-from hypothesis import given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 import diffdsl
-from diffdsl.backends import cpu, llvm
+from diffdsl.backends import cpu, llvm, llvm_gather
 from diffdsl.backends.llvm_blocks import blocks_of, strided_copies
 from diffdsl.graph.ir import Builder, Port
 
@@ -161,3 +162,48 @@ def test_segments_count_the_stores_a_node_makes(places, data):
     prog = diffdsl.Program(graph, cache=False)
     point = np.array([0.5, -1.5, 2.0])
     np.testing.assert_array_equal(prog(x=point, backend="cpu"), prog(x=point, backend="numpy"))
+
+
+KINDS = ["0.0", "1.5", "x[{j}]", "sin(x[{j}]) * a", "x[{j}] * x[{k}]"]
+
+
+@settings(max_examples=8, deadline=None)
+@given(st.integers(65, 600), st.lists(st.integers(0, 4), min_size=len(KINDS),
+                                      max_size=len(KINDS)), st.integers(0, 2**16))
+@example(m=500, weights=[0, 0, 0, 4, 1], seed=4)  # values held in the scratch: a loop
+@example(m=300, weights=[4, 0, 1, 1, 0], seed=1)  # mostly zeros: a table
+def test_scattered_streams_are_gathered_by_tables_and_loops(m, weights, seed):
+    """A loop reading a vector written out element by element, whose elements are constants,
+    input elements and values computed before it, in any mix: its stream is gathered with
+    a table of the constants and a loop over where the values lie (llvm_gather), not an
+    instruction pair per element, and the values and gradient are the interpreter's."""
+    rng = np.random.default_rng(seed)
+    odds = np.array(weights, dtype=float) + 1e-3
+    kinds = rng.choice(KINDS, size=m, p=odds / odds.sum())
+    items = [k.format(j=rng.integers(0, 500), k=rng.integers(0, 500)) for k in kinds]
+    source = (f"input x[500]\ninput a\ninput w[{m}]\nv = [{', '.join(items)}]\n"
+              f"output s = sum(v[i] * w[i] + v[i] ** 2 for i in range({m}))\n")
+    prog = diffdsl.compile(source, cache=False)
+    assert any(node.op == "region" for node in prog.graph.nodes)
+    point = {"x": rng.uniform(0.5, 1.5, 500), "a": 0.7, "w": rng.normal(size=m)}
+    for name, want in prog.evaluate(point, backend="numpy").items():
+        np.testing.assert_allclose(prog.evaluate(point, backend="cpu")[name], want, rtol=1e-13)
+    want = prog.grad(point, backend="numpy")
+    for name, got in prog.grad(point, backend="cpu").items():
+        np.testing.assert_allclose(got, want[name], rtol=1e-12, atol=1e-14)
+    text, _ = cpu.emit(prog.graph, "float64")
+    graph = prog.graph
+    (i,) = [i for i, node in enumerate(graph.nodes) if node.op == "region"]
+    region = graph.nodes[i].attr  # streams: v's elements, then w read in place
+    args = graph.nodes[i].args[region.captures:region.captures + region.taken(0)]
+    constants = sum(graph.nodes[a].op == "const" for a in args)
+    if constants == len(args):  # a table the loop reads in place
+        assert f"@r{i}s0 = private" in text and f"%r{i}s0." not in text
+        return
+    held = sum(graph.nodes[a].op != "const" and llvm_gather.place(graph, llvm._Layout(graph), a)
+               is not None for a in args)
+    assert (f"@r{i}s0.k = private" in text) == (constants >= llvm_gather.TABLE_FROM)
+    assert (f"@r{i}s0.at = private" in text) == (held >= llvm_gather.LOOP_FROM)
+    stored = len(re.findall(rf"store double \S+, ptr %r{i}s0\.\d+\n", text))  # one by one
+    assert stored == len(args) - constants * (constants >= llvm_gather.TABLE_FROM) \
+        - held * (held >= llvm_gather.LOOP_FROM)

@@ -115,6 +115,7 @@ LAYERS = {
     "backends/cudasim": 3,  # IEEE math for the CUDA simulator
     "backends/llvm_powers": 2.89,  # powers of a loop's index as running products
     "backends/llvm_loops": 2.9,  # a region as a loop of LLVM IR calling its body
+    "backends/llvm_gather": 2.85,  # a loop's scattered stream gathered before it runs
     "backends/llvm_lanes": 2.95,  # short loops run several iterations at once
     "backends/llvm_blocks": 2.89,  # values copied in blocks at a step (memcpy loops)
     "backends/llvm_cold": 2.89,  # code outside the loops left unoptimised

@@ -151,6 +151,10 @@ class _Module:
             values = ", ".join(f"{t} {literal(x, self.dtype)}" for x in table)
             self.tables.append(f"{name} = private unnamed_addr constant [{len(table)} x {t}] "
                                f"[{values}]")
+        for name, table in plan.indices:
+            values = ", ".join(f"i64 {x}" for x in table)
+            self.tables.append(f"{name} = private unnamed_addr constant [{len(table)} x i64] "
+                               f"[{values}]")
         for k, count, table in plan.fills:
             self.fills = True
             if table is not None:
@@ -183,6 +187,7 @@ class _Layout:
         self.stores: dict[int, list] = {}  # node -> [(port, element)] of the outputs it feeds
         self.fills = []  # (port, elements, None for zeros or the table of constants)
         self.tables = []  # (global name, constants): streams of constants, read in place
+        self.indices = []  # (global name, whole numbers): where gathered values lie
         self.spread: dict[int, int] = {}  # region split over threads -> its slices' stride
         self.functions: list[str] = []  # their functions' lines (llvm_spread)
         self.copies = []  # (port, first element, region node, first value, elements)

@@ -9,6 +9,7 @@ import math
 from itertools import pairwise
 
 from ..graph.ir import Graph
+from .llvm_gather import gather
 from .llvm_powers import PORT as POWERS
 from .llvm_powers import power_state
 
@@ -195,9 +196,8 @@ def loop(graph: Graph, plan, i: int, value, port, block: list, t: str, prefix: s
             bases.append(f"@{prefix.replace('.', '_')}r{i}s{j}")
             plan.tables.append((bases[-1], [graph.nodes[a].attr for a in ids]))
         elif run is None:
-            for m, a in enumerate(ids):
-                out.append(f"store {t} {value(a)}, "
-                           f"ptr {scratch(f'{r}.g{j}.{m}', area['gather'][j] + m)}")
+            out += gather(graph, plan, ids, area["gather"][j],
+                          f"{prefix.replace('.', '_')}r{i}s{j}", t, value, block)
             bases.append(scratch(f"{r}.s{j}", area["gather"][j]))
         elif run[0] == "buf":
             bases.append(scratch(f"{r}.s{j}", run[1]))
