@@ -84,14 +84,14 @@ def test_checkpointed_gradient_agrees_with_the_loop_written_out(name):
     tangents = {n: rng.normal(size=s) for n, s in stored.inputs.items()}
     small = sum(np.prod(s) for s in stored.inputs.values()) <= 8
     for backend in ("numpy", "cpu"):
-        reference = written.grad(x, of=of, backend=backend)
+        reference = written.grad(x, of=of, backend="numpy")
         close(marked.grad(x, of=of, backend=backend), reference)
         close(marked.grad(x, of=of, backend=backend), stored.grad(x, of=of, backend=backend))
         close(marked.hvp(tangents, x, of=of, backend=backend),  # forward over the segments
-              written.hvp(tangents, x, of=of, backend=backend))
+              written.hvp(tangents, x, of=of, backend="numpy"))
         if small:
             close(marked.hessian(x, of=of, backend=backend),
-                  written.hessian(x, of=of, backend=backend))
+                  written.hessian(x, of=of, backend="numpy"))
 
 
 def test_checkpoints_store_about_the_square_root():
@@ -124,7 +124,7 @@ def test_generated_checkpointed_scans_agree_with_their_loops_written_out(source)
     x = {n: rng.normal(size=s) for n, s in written.inputs.items()}
     for backend in ("numpy", "cpu"):
         assert agree(marked.jacobian(x, of="y", mode="reverse", backend=backend),
-                     written.jacobian(x, of="y", mode="reverse", backend=backend)), \
+                     written.jacobian(x, of="y", mode="reverse", backend="numpy")), \
             (source, backend)
 
 

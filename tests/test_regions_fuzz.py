@@ -54,14 +54,14 @@ def test_fuzzed_programs_agree_with_their_loops_unrolled(source):
     point = {n: rng.normal(size=s) for n, s in unrolled.inputs.items()}
     for backend in ("numpy", "cpu"):
         assert agree(regions.evaluate(point, backend=backend),
-                     unrolled.evaluate(point, backend=backend)), (source, backend)
+                     unrolled.evaluate(point, backend="numpy")), (source, backend)
         for mode in ("reverse", "forward"):
             assert agree(regions.jacobian(point, of="y", mode=mode, backend=backend),
-                         unrolled.jacobian(point, of="y", mode=mode, backend=backend)), \
+                         unrolled.jacobian(point, of="y", mode=mode, backend="numpy")), \
                 (source, backend, mode)
         if unrolled.outputs["y"] == ():  # reverse mode by inputs read whole (a whole gradient)
             assert agree(regions.grad(point, of="y", backend=backend),
-                         unrolled.grad(point, of="y", backend=backend)), (source, backend)
+                         unrolled.grad(point, of="y", backend="numpy")), (source, backend)
 
 
 def test_the_fuzzer_makes_regions():

@@ -151,15 +151,15 @@ def test_scan_agrees_with_the_loop_written_out(name):
     of = next(iter(written.outputs))
     small = sum(np.prod(s) for s in written.inputs.values()) <= 8
     for backend in ("numpy", "cpu"):
-        close(loop.evaluate(x, backend=backend), written.evaluate(x, backend=backend))
-        close(loop.grad(x, of=of, backend=backend), written.grad(x, of=of, backend=backend))
+        close(loop.evaluate(x, backend=backend), written.evaluate(x, backend="numpy"))
+        close(loop.grad(x, of=of, backend=backend), written.grad(x, of=of, backend="numpy"))
         close(loop.jvp(tangents, x, of=of, backend=backend),
-              written.jvp(tangents, x, of=of, backend=backend))
+              written.jvp(tangents, x, of=of, backend="numpy"))
         if small:
             close(loop.jacobian(x, of=of, mode="forward", backend=backend),
-                  written.jacobian(x, of=of, mode="forward", backend=backend))
+                  written.jacobian(x, of=of, mode="forward", backend="numpy"))
             close(loop.hessian(x, of=of, backend=backend),
-                  written.hessian(x, of=of, backend=backend))
+                  written.hessian(x, of=of, backend="numpy"))
 
 
 def test_ode_gradient_against_central_differences():
@@ -309,7 +309,7 @@ def test_guards_from_outside_hold_inside_a_body(name):
     for mode in ("reverse", "forward"):
         for backend in ("numpy", "cpu"):
             a = loop.jacobian(x, mode=mode, backend=backend)
-            b = written.jacobian(x, mode=mode, backend=backend)
+            b = written.jacobian(x, mode=mode, backend="numpy")
             for k in b:
                 np.testing.assert_array_equal(np.isnan(a[k]), np.isnan(b[k]), err_msg=k)
                 finite = np.isfinite(b[k])

@@ -63,14 +63,14 @@ def test_generated_scans_agree_with_their_loops_written_out(source):
     point = {n: rng.normal(size=s) for n, s in written.inputs.items()}
     for backend in ("numpy", "cpu"):
         assert agree(scans.evaluate(point, backend=backend),
-                     written.evaluate(point, backend=backend)), (source, backend)
+                     written.evaluate(point, backend="numpy")), (source, backend)
         for mode in ("reverse", "forward"):
             assert agree(scans.jacobian(point, of="y", mode=mode, backend=backend),
-                         written.jacobian(point, of="y", mode=mode, backend=backend)), \
+                         written.jacobian(point, of="y", mode=mode, backend="numpy")), \
                 (source, backend, mode)
         if written.outputs["y"] == ():  # reverse mode by inputs read whole (a whole gradient)
             assert agree(scans.grad(point, of="y", backend=backend),
-                         written.grad(point, of="y", backend=backend)), (source, backend)
+                         written.grad(point, of="y", backend="numpy")), (source, backend)
 
 
 def test_the_generator_makes_scans():
