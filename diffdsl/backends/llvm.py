@@ -148,20 +148,21 @@ class _Module:
         self.lines += plan.functions  # the iterations of loops split over threads
         self.fills = self.fills or bool(plan.copies)
         for name, table in plan.tables:
-            values = ", ".join(f"{t} {literal(x, self.dtype)}" for x in table)
-            self.tables.append(f"{name} = private unnamed_addr constant [{len(table)} x {t}] "
-                               f"[{values}]")
+            self._table(name, t, [literal(x, self.dtype) for x in table])
         for name, table in plan.indices:
-            values = ", ".join(f"i64 {x}" for x in table)
-            self.tables.append(f"{name} = private unnamed_addr constant [{len(table)} x i64] "
-                               f"[{values}]")
-        for k, count, table in plan.fills:
+            self._table(name, "i64", table)
+        for k, _, table in plan.fills:
             self.fills = True
             if table is not None:
-                values = ", ".join(f"{t} {literal(x, self.dtype)}" for x in table)
-                self.tables.append(f"@{prefix.replace('.', '_')}table{k} = private "
-                                   f"unnamed_addr constant [{count} x {t}] [{values}]")
+                self._table(f"@{prefix.replace('.', '_')}table{k}", t,
+                            [literal(x, self.dtype) for x in table])
         return plan
+
+    def _table(self, name: str, t: str, values: list) -> None:
+        """A constant global array `name` of `t` values (their literals)."""
+        listed = ", ".join(f"{t} {x}" for x in values)
+        self.tables.append(f"{name} = private unnamed_addr constant [{len(values)} x {t}] "
+                           f"[{listed}]")
 
     def _runner(self, prefix: str, plan: _Layout) -> None:
         """`@{prefix}run(ports, scratch)`: one iteration of a body, its segments in turn."""
