@@ -244,3 +244,29 @@ def test_derivatives_in_the_program_one_after_another(loss, first, second):
     x = point(written, 3)
     close(prog(x), written(x))
     close(prog.grad(x), written.grad(x))
+
+
+@settings(max_examples=12, deadline=None, suppress_health_check=list(HealthCheck))
+@given(body=expressions(2), reduce=st.sampled_from(REDUCE), k=st.integers(2, 6),
+       listed=st.booleans())
+def test_short_loops_over_arrays_of_rows_are_written_out_before_their_rows_are_listed(
+        body, reduce, k, listed):
+    """A short loop at the top of a program (k <= `unroll` iterations) whose body works on
+    whole arrays of rows is written out, where those arrays stay loops: its body is not built
+    first, element by element, only to be written out at its end. At 10^5 rows it lowers within
+    5,000 nodes and steps (the body built first made 300,000 nodes: 27 s of lowering for a
+    graph of 55), and at 100 it agrees with the program written out."""
+    loop = (f"{reduce}([{body} * w[j] for j in range({k})], axis=0)" if listed
+            else f"[{reduce}({body} * w[j]) for j in range({k})]")
+
+    def source(n):
+        return (f"input x[{n}]\ninput y[{n}]\ninput X[{n}, 2]\ninput c[2]\ninput a\n"
+                f"input w[{k}]\noutput s = sum({loop})")
+    with diffdsl.limits.using(nodes=5_000, steps=5_000):
+        big = build(source(100_000), backend="numpy")
+    assert len(big.graph.nodes) < 1_000
+    written = build(source(N), 10**9, backend="numpy")
+    x = point(written, len(loop))
+    prog = build(source(N), backend="numpy")
+    close(prog(x), written(x), 1e-9)
+    close(prog.grad(x), written.grad(x), 1e-9)

@@ -97,6 +97,9 @@ class Values:
         if size > self.limits.elements:
             raise limits.exceeded("elements", self.limits.elements,
                                   f"{what} would have {size:,} elements", span)
+        listing = getattr(self.b, "listing", None)  # a loop's body (lower/regions.py)
+        if listing is not None:
+            listing(size)
 
     def check_rank(self, rank: int, span, what: str) -> None:
         if rank > MAX_RANK:

@@ -69,6 +69,7 @@ class BodyBuilder:
         self.in_place: dict[int, int] = {}  # stream read whole -> its inner array node
         self.fused: dict[tuple, list] = {}  # rows of comprehensions built in (mapped.py)
         self.padded_split = False  # a comprehension's tail, tried as one value (padded.py)
+        self.widest: int | None = None  # see `listing`
         self.index = self._own(self.inner.input("@i", 0))
         # The values, in every iteration, of the body's nodes computed from the index alone,
         # which the loop written out folds to static numbers (see `op`); `checked`, the
@@ -95,6 +96,16 @@ class BodyBuilder:
 
     def const(self, value: float) -> int:
         return self._own(self.inner.const(value))
+
+    def listing(self, size: int) -> None:
+        """Called before an array of `size` elements is listed in this body (`check_size`).
+        A short loop at the top of a program (`widest` set) whose body lists more than
+        `widest` elements at once is written out there and then: written out, its array
+        operations stay loops over their rows (rows.py), where in the body they are listed,
+        element by element, and the body would be built only to be written out at its end
+        (a GMM's 4 components of 10^5 points each: 27 s of lowering for a graph of 55 nodes)."""
+        if self.widest is not None and size > self.widest:
+            raise Irregular("an array operation too wide for a short loop's body")
 
     def input(self, name: str, index: int) -> int:
         raise Irregular("an input declared inside a loop")
@@ -339,6 +350,8 @@ def lower_region(lw, elt, clause, n: int, scope, kind: str, combine: str = "add"
     short = n <= longest(lw, reduction)
 
     def build(bb):
+        if short and isinstance(bb.parent, Builder):
+            bb.widest = lw.v.limits.unroll * WORK
         start = range_bounds(lw, clause.iter, scope)[0]
         value = lw.expr(elt, ChainMap({clause.name: Index.of(bb).plus(start)}, scope))
         if kind == "sum":
