@@ -351,10 +351,11 @@ def test_long_ports_keep_graphs_apart():
 
 
 def test_a_derivative_of_one_output_sweeps_only_what_it_needs(monkeypatch):
-    """`grad` and `vjp` of one output of several start from that output's nodes alone (the
-    ODE's `y[n - 1]` beside its whole state): the same derivative, bit for bit, as the
-    program with that output alone, and the sweep's builder holds none of the others'
-    nodes."""
+    """Every derivative of one output of several (`grad`, `vjp`, `jvp`, `jacobian` in either
+    mode, `hvp`, `hessian`) starts from that output's nodes alone (the ODE's `y[n - 1]`
+    beside its whole state; a forward sweep carried every seed through the other outputs'
+    loops too): the same derivative, bit for bit, as the program with that output alone, and
+    the sweep's builder holds none of the others' nodes."""
     both = """
 input x[5]
 input a
@@ -366,17 +367,33 @@ output last = y[4] * a
     two, one = diffdsl.compile(both, cache=False), diffdsl.compile(alone, cache=False)
     rng = np.random.default_rng(7)
     at = {"x": rng.normal(size=5), "a": 0.7}
+    tangents = {"x": np.linspace(-1, 1, 5), "a": 0.25}
+    asks = [lambda p, b: p.grad(at, of="last", backend=b),
+            lambda p, b: p.vjp(np.array(0.5), at, of="last", backend=b),
+            lambda p, b: p.jvp(tangents, at, of="last", backend=b),
+            lambda p, b: p.jacobian(at, of="last", mode="forward", backend=b),
+            lambda p, b: p.jacobian(at, of="last", mode="reverse", backend=b),
+            lambda p, b: p.hvp(at, tangents, of="last", backend=b),
+            lambda p, b: p.hessian(at, of="last", backend=b)]
     for backend in ("numpy", "cpu"):
-        for got, want in ((two.grad(at, of="last", backend=backend),
-                           one.grad(at, of="last", backend=backend)),
-                          (two.vjp(np.array(0.5), at, of="last", backend=backend),
-                           one.vjp(np.array(0.5), at, of="last", backend=backend))):
+        for k, ask in enumerate(asks):
+            got, want = ask(two, backend), ask(one, backend)
+            if k == 6:  # a Hessian: by pairs of inputs
+                got, want = ({(a, c): v for a, row in d.items() for c, v in row.items()}
+                             for d in (got, want))
+            if not isinstance(want, dict):
+                want, got = {"": want}, {"": got}
+            assert set(got) == set(want)
             for name in want:
-                assert np.array_equal(got[name], want[name]), (backend, name)
+                assert np.array_equal(got[name], want[name]), (backend, k, name)
     built = []
     real = Builder.from_graph.__func__
     monkeypatch.setattr(Builder, "from_graph", classmethod(
         lambda cls, graph, *args: built.append(len(graph.nodes)) or real(cls, graph, *args)))
-    autodiff.grad(two.graph, of="last")
-    autodiff.vjp(two.graph, of="last")
-    assert built and max(built) <= len(one.graph.nodes) < len(two.graph.nodes)
+    for derive in (lambda g: autodiff.grad(g, of="last"), lambda g: autodiff.vjp(g, of="last"),
+                   lambda g: autodiff.jvp(g, of="last"),
+                   lambda g: autodiff.jacobian(g, of="last", mode="forward"),
+                   lambda g: autodiff.hvp(g, of="last"), lambda g: autodiff.hessian(g, of="last")):
+        built.clear()
+        derive(two.graph)
+        assert built and max(built) <= len(one.graph.nodes) < len(two.graph.nodes)

@@ -130,8 +130,8 @@ def vjp(graph: Graph, of: str | None = None, wrt=None) -> Graph:
 @collector_paused
 def jvp(graph: Graph, of: str | None = None, wrt=None) -> Graph:
     """Forward mode: extra inputs "@t:NAME" (tangents of the inputs); output "jvp"."""
-    graph = explicit(graph)  # inputs element by element: seeded one at a time
     of = pick_output(graph, of)
+    graph = explicit(_asked(graph, of))  # inputs element by element: seeded one at a time
     wrt = pick_inputs(graph, wrt)
     b, stop, active = _sweep_start(graph, wrt)
     inputs, seeds = _tangent_inputs(b, graph, wrt)
@@ -154,7 +154,9 @@ def jacobian(graph: Graph, of: str | None = None, wrt=None, mode: str = "auto") 
         # one reverse sweep by inputs listed: the inputs read whole that no derivative is
         # taken by stay whole (the Jacobian of a loss by its parameters, over data in place)
         return grad(graph, of, wrt)
-    graph = explicit(_outputs_written(graph))  # inputs element by element: seeded one at a time
+    # Inputs element by element, seeded one at a time; the other outputs' nodes left out: a
+    # sweep would carry every seed through their loops too.
+    graph = explicit(_outputs_written(_asked(graph, of)))
     wrt = pick_inputs(graph, wrt)
     out = graph.outputs[of]
     n_in = sum(graph.inputs[name].size for name in wrt)
@@ -218,7 +220,8 @@ def hessian(graph: Graph, of: str | None = None, wrt=None) -> Graph:
     The reverse sweep builds the gradient as nodes; one forward sweep per input element over
     the extended graph then gives a column of the Hessian.
     """
-    graph = explicit(graph)  # inputs element by element: seeded one at a time
+    # inputs element by element, seeded one at a time; the output asked alone
+    graph = explicit(_asked(graph, pick_output(graph, of)))
     of, wrt, b, grads, stop, active = _gradient_nodes(graph, of, wrt, "hessian")
     out = graph.outputs[of]
     one = b.const(1.0)
@@ -238,7 +241,8 @@ def hessian(graph: Graph, of: str | None = None, wrt=None) -> Graph:
 def hvp(graph: Graph, of: str | None = None, wrt=None) -> Graph:
     """Hessian times a vector, forward over reverse without forming the Hessian: extra inputs
     "@t:NAME" (the vector, by input), outputs "value" and "d:NAME" (H v for each input)."""
-    graph = explicit(graph)  # inputs element by element: seeded one at a time
+    # inputs element by element, seeded one at a time; the output asked alone
+    graph = explicit(_asked(graph, pick_output(graph, of)))
     of, wrt, b, grads, stop, active = _gradient_nodes(graph, of, wrt, "hvp")
     inputs, seeds = _tangent_inputs(b, graph, wrt)
     t = forward(b, stop, active, seeds)
