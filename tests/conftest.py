@@ -17,3 +17,14 @@ if "DIFFDSL_CACHE_DIR" not in os.environ:
     # behind (kernels of a whole run are ~130 MB; a machine that runs CI often fills up).
     os.environ["DIFFDSL_CACHE_DIR"] = tempfile.mkdtemp(prefix="diffdsl-test-cache-")
     atexit.register(shutil.rmtree, os.environ["DIFFDSL_CACHE_DIR"], ignore_errors=True)
+
+
+def pytest_configure(config):
+    # pytest (8.4 on) collects garbage five times as a session ends, to report exceptions
+    # raised in finalizers: with a whole run's programs in memory that took about 10 s a
+    # process, at the end of the run. Once reports those of what the run left.
+    from _pytest import unraisableexception
+
+    key = getattr(unraisableexception, "gc_collect_iterations_key", None)
+    if key is not None:
+        config.stash[key] = 1

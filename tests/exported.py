@@ -1,8 +1,9 @@
 """Exported functions, built and called: the C source compiled by the system's compiler at -O2
-(-O1 past `BIG_SOURCE` bytes: GCC's -O2 took 17 to 19 s each on the 0.5 to 2.7 MB sources of
-the MLP and Fiedler examples, half the suite's C), the shared library of the engine's object
-code, both loaded through ctypes and compared with the API (`Program.evaluate`, `value_and`)
-on the same inputs (tests/test_export*.py)."""
+(-O0 past `BIG_SOURCE` bytes: GCC's -O2 took 17 to 19 s each on the 0.5 to 2.7 MB sources of
+the MLP and Fiedler examples, half the suite's C, -O1 10 s on the largest, -O0 6.6 s; under
+C99 no level contracts a multiply and an add, so each computes the same numbers), the shared
+library of the engine's object code, both loaded through ctypes and compared with the API
+(`Program.evaluate`, `value_and`) on the same inputs (tests/test_export*.py)."""
 
 from __future__ import annotations
 
@@ -23,7 +24,7 @@ RTOL = 1e-12
 def compile_commands(folder: Path, name: str) -> list[str]:
     """The command that makes lib{name}_c.so of exported C in `folder`."""
     source = folder / f"{name}.c"
-    cc = CC if source.stat().st_size <= BIG_SOURCE else ["cc", "-O1", *CC[2:]]
+    cc = CC if source.stat().st_size <= BIG_SOURCE else ["cc", "-O0", *CC[2:]]
     return [*cc, "-o", str(folder / f"lib{name}_c.so"), str(source), "-lm"]
 
 

@@ -10,6 +10,7 @@ import re
 
 import numpy as np
 import pytest
+from draws import examples
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from test_kept_reductions import WRITTEN_OUT, build
@@ -54,7 +55,7 @@ def test_the_winning_centroids_cotangents_are_added_in_place():
     assert f"@b{outer}.run" in outer_loop and ".a0 = " not in outer_loop  # no add in latch
 
 
-@settings(max_examples=10, deadline=None)
+@settings(max_examples=examples(5), deadline=None)
 @given(k=st.integers(9, 24), d=st.integers(1, 5), fn=st.sampled_from(["min", "max", "sum"]),
        more=st.sampled_from([None, "a * "]), seed=st.integers(0, 2**16))
 def test_sums_added_in_place_match_the_program_written_out(k, d, fn, more, seed):

@@ -13,6 +13,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 import sympy as sp
+from draws import examples
 from fuzzing import programs
 from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
@@ -164,7 +165,7 @@ def test_a_named_condition_combined_with_itself_stays_a_condition(source):
         assert _check_named(diffdsl.compile(source), np.random.default_rng(seed))
 
 
-@settings(max_examples=100, deadline=None, database=None,
+@settings(max_examples=examples(50), deadline=None, database=None,
           suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
 @given(source=programs(mutate=False), seed=st.integers(0, 2**32 - 1))
 def test_named_parts_of_generated_programs_evaluate_to_their_jacobian(source, seed):

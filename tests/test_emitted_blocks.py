@@ -15,6 +15,7 @@ from types import SimpleNamespace
 
 import numpy as np
 import pytest
+from draws import examples
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
@@ -139,7 +140,7 @@ def test_runs_of_blocks_are_the_quadratic_searchs(pieces, least):
                 assert (node.args[0], node.attr) == (r, v + q * by + c)
 
 
-@settings(max_examples=40, deadline=None)
+@settings(max_examples=examples(20), deadline=None)
 @given(places=st.lists(st.integers(0, 700), min_size=1, max_size=40), data=st.data())
 def test_segments_count_the_stores_a_node_makes(places, data):
     """A segment holds about SEGMENT instructions: a node counts one, and one more for each

@@ -9,6 +9,7 @@ import operator
 
 import numpy as np
 import pytest
+from draws import examples
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from test_kept_reductions import WRITTEN_OUT, build
@@ -33,7 +34,7 @@ def same_as_written_out(source: str, x: np.ndarray):
     return kept
 
 
-@settings(max_examples=40, deadline=None)
+@settings(max_examples=examples(20), deadline=None)
 @given(op=st.sampled_from(sorted(TESTS)), start=st.integers(0, 5), length=st.integers(65, 80),
        c=st.integers(-3, 90), half=st.booleans(), flip=st.booleans(), k=st.sampled_from([1, 2]))
 def test_a_condition_on_the_index_keeps_the_loop_where_it_is_static(op, start, length, c,

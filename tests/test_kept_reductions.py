@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from draws import examples
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -155,7 +156,7 @@ def test_guards_are_kept_where_a_pullback_reads_them():
         np.testing.assert_allclose(g["c"], out.grad(point, backend="numpy")["c"], rtol=1e-12)
 
 
-@settings(max_examples=12, deadline=None)
+@settings(max_examples=examples(6), deadline=None)
 @given(width=st.integers(1, 60), fn=st.sampled_from(["sin", "exp", "tanh"]))
 def test_loops_with_many_captures_and_sums_match_the_program_written_out(width, fn):
     """A loop capturing `width` inputs in a row, a scalar and the 70 values of a map, and
@@ -301,7 +302,7 @@ def test_the_hessian_diagonal_reads_the_data_in_place():
     assert named.count("P") == 1, named
 
 
-@settings(max_examples=25, deadline=None)
+@settings(max_examples=examples(12), deadline=None)
 @given(shift=st.integers(0, 3), power=st.integers(2, 3), n=st.integers(70, 90))
 def test_forward_mode_reads_data_in_place_at_any_window(shift, power, n):
     """Data no derivative is taken by (y, read at i and at i + shift: windows that overlap)

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from draws import examples
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -57,7 +58,7 @@ def close(got: dict, want: dict, rtol=1e-12):
         np.testing.assert_allclose(got[name], want[name], rtol=rtol, atol=1e-13)
 
 
-@settings(max_examples=40, deadline=None)
+@settings(max_examples=examples(20), deadline=None)
 @given(kind=st.sampled_from(sorted(BODIES)), n=st.integers(3, 40), b=st.integers(0, 3),
        seed=st.integers(0, 2**16))
 def test_an_interleaved_loop_computes_what_the_loop_computes(kind, n, b, seed):

@@ -6,11 +6,11 @@ fusion limit, a nested reader or a read the loop cannot stream lists the rows as
 
 from __future__ import annotations
 
-import os
 from collections import Counter
 
 import numpy as np
 import pytest
+from draws import examples
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from test_wholes import agrees_written_out, build, close, point
@@ -228,7 +228,7 @@ def chains(draw):
     return "\n".join(lines)
 
 
-@settings(max_examples=int(os.environ.get("DIFFDSL_CHAIN_EXAMPLES", 40)), deadline=None,
+@settings(max_examples=examples(20), deadline=None,
           suppress_health_check=list(HealthCheck))
 @given(source=chains(), backend=st.sampled_from(["cpu", "numpy"]),
        stored=st.booleans())

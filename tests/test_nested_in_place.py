@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from draws import examples
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from test_wholes import build, close, point
@@ -157,7 +158,7 @@ def nests(draw):
     return source
 
 
-@settings(max_examples=12, deadline=None, suppress_health_check=list(HealthCheck))
+@settings(max_examples=examples(6), deadline=None, suppress_health_check=list(HealthCheck))
 @given(source=nests(), seed=st.integers(0, 2**16))
 def test_generated_nests_agree_with_the_program_written_out(source, seed):
     with diffdsl.limits.using(unroll=1):  # the outer loops kept, however short

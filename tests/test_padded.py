@@ -7,10 +7,10 @@ integrator started from rest does not grow with the length of its state."""
 from __future__ import annotations
 
 import math
-import os
 
 import numpy as np
 import pytest
+from draws import examples
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from test_wholes import agrees_written_out, build, close, point
@@ -175,7 +175,7 @@ def programs(draw):
     return "\n".join(lines)
 
 
-@settings(max_examples=int(os.environ.get("DIFFDSL_PADDED_EXAMPLES", 30)), deadline=None,
+@settings(max_examples=examples(15), deadline=None,
           suppress_health_check=[HealthCheck.too_slow])
 @given(source=programs())
 def test_generated_padded_programs_agree_with_the_program_written_out(source):

@@ -9,6 +9,7 @@ interpreter and the CPU, up to the order in which sums add their terms.
 from __future__ import annotations
 
 import numpy as np
+from draws import examples
 from fuzzing import programs
 from hypothesis import HealthCheck, given, settings
 
@@ -42,7 +43,7 @@ def agree(x, y) -> bool:
     return same(x, y)
 
 
-@settings(max_examples=100, deadline=None, suppress_health_check=list(HealthCheck))
+@settings(max_examples=examples(50), deadline=None, suppress_health_check=list(HealthCheck))
 @given(source=programs(mutate=False))
 def test_fuzzed_programs_agree_with_their_loops_unrolled(source):
     regions, unrolled = build(source, 1), build(source, 10**9)

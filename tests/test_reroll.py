@@ -10,11 +10,11 @@ there are no adds to reroll: GMM's factors, tested last.)
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 
 import numpy as np
 import pytest
+from draws import examples
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -23,7 +23,7 @@ import diffdsl.graph.autodiff as autodiff
 from diffdsl.graph.reroll import RUN, _runs
 
 UNROLLED = 10**9
-EXAMPLES = int(os.environ.get("DIFFDSL_REROLL_EXAMPLES", "12"))
+EXAMPLES = examples(6)
 GMM = Path(__file__).resolve().parents[1] / "bench" / "gradbench" / "gmm.dd"
 
 

@@ -12,6 +12,7 @@ import sys
 
 import numpy as np
 import pytest
+from draws import examples
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from test_wholes import agrees_written_out, build, close, point
@@ -200,7 +201,7 @@ def expressions(depth: int):
     return st.one_of(leaf, unary, binary)
 
 
-@settings(max_examples=40, deadline=None, suppress_health_check=list(HealthCheck))
+@settings(max_examples=examples(20), deadline=None, suppress_health_check=list(HealthCheck))
 @given(body=expressions(3), reduce=st.sampled_from(REDUCE), assigned=st.booleans())
 def test_random_expressions_agree_with_the_program_written_out(body, reduce, assigned):
     head = f"input x[{N}]\ninput y[{N}]\ninput X[{N}, 2]\ninput c[2]\ninput a\n"
@@ -246,7 +247,7 @@ def test_derivatives_in_the_program_one_after_another(loss, first, second):
     close(prog.grad(x), written.grad(x))
 
 
-@settings(max_examples=12, deadline=None, suppress_health_check=list(HealthCheck))
+@settings(max_examples=examples(10), deadline=None, suppress_health_check=list(HealthCheck))
 @given(body=expressions(2), reduce=st.sampled_from(REDUCE), k=st.integers(2, 6),
        listed=st.booleans())
 def test_short_loops_over_arrays_of_rows_are_written_out_before_their_rows_are_listed(

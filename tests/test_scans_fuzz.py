@@ -10,6 +10,7 @@ numpy interpreter and the CPU."""
 from __future__ import annotations
 
 import numpy as np
+from draws import examples
 from fuzzing import condition, scalar, vector
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -51,7 +52,7 @@ def scan_programs(draw, most: int = 6):
     return "\n".join(lines) + "\n"
 
 
-@settings(max_examples=90, deadline=None, suppress_health_check=list(HealthCheck))
+@settings(max_examples=examples(45), deadline=None, suppress_health_check=list(HealthCheck))
 @given(source=scan_programs())
 def test_generated_scans_agree_with_their_loops_written_out(source):
     scans, written = build(source, 1), build(source, 10**9)

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from draws import examples
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from test_kept_reductions import WRITTEN_OUT, build
@@ -79,7 +80,7 @@ def test_a_derivative_alone_does_not_run_the_loop_for_the_value():
             prog.hessian(point, wrt=["C"], diagonal=True, backend=backend)["C"], diag["C"])
 
 
-@settings(max_examples=20, deadline=None)
+@settings(max_examples=examples(10), deadline=None)
 @given(reduce=st.sampled_from(["min", "max", "sum"]), inner=st.sampled_from(
     ["(p - c) ** 2", "abs(p - c)", "sin(p * c)", "sqrt((p - c) ** 2 + 0.5)"]),
     outer=st.sampled_from(["{}", "{} ** 2", "sin({})", "log(1 + {} ** 2)"]),
@@ -111,7 +112,7 @@ def test_nested_loops_derive_as_written_out(reduce, inner, outer, k, n):
 REDUCTIONS = ["sum", "max", "min", "mean"]
 
 
-@settings(max_examples=40, deadline=None)
+@settings(max_examples=examples(20), deadline=None)
 @given(first=st.sampled_from(REDUCTIONS), second=st.sampled_from(REDUCTIONS),
        body=st.sampled_from(["x[i]", "x[i] * x[i]", "exp(x[i] * w)", "sin(x[i]) * w"]),
        shape=st.sampled_from(["{a} * {b}", "{b} * {a}", "{a} * sum(x[i] * {b} for i in "

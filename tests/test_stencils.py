@@ -8,10 +8,9 @@ does not grow with the data."""
 
 from __future__ import annotations
 
-import os
-
 import numpy as np
 import pytest
+from draws import examples
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from test_wholes import build, close, point
@@ -117,7 +116,7 @@ def stencils(draw):
     return "\n".join(lines)
 
 
-@settings(max_examples=int(os.environ.get("DIFFDSL_STENCIL_EXAMPLES", 60)), deadline=None,
+@settings(max_examples=examples(30), deadline=None,
           suppress_health_check=list(HealthCheck))
 @given(source=stencils(), backend=st.sampled_from(["cpu", "numpy"]))
 def test_generated_stencils_agree_with_the_program_written_out(source, backend):

@@ -10,6 +10,7 @@ import re
 import numpy as np
 import pytest
 import sympy as sp
+from draws import examples
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from sympy.printing.numpy import NumPyPrinter
@@ -182,7 +183,7 @@ class _Tree:
         return self.b.mul(a[0], b[0]), a[1] * b[1], a[2] * b[2]
 
 
-@settings(max_examples=40, deadline=None, database=None,
+@settings(max_examples=examples(20), deadline=None, database=None,
           suppress_health_check=[HealthCheck.too_slow])
 @given(terms=st.integers(1, 900), factors=st.integers(1, 60), shape=st.sampled_from(SHAPES),
        factor_shape=st.sampled_from(SHAPES), p_neg=st.sampled_from([0.0, 0.1, 0.5]),

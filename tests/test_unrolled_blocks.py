@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from draws import examples
 from fuzzing import programs
 from hypothesis import HealthCheck, assume, given, settings
 
@@ -42,7 +43,7 @@ def compiled_values(source: str, point: dict) -> list:
     return [prog.evaluate(point), prog.jacobian(point, of="y", mode="reverse")]
 
 
-@settings(max_examples=20, deadline=None, suppress_health_check=list(HealthCheck))
+@settings(max_examples=examples(10), deadline=None, suppress_health_check=list(HealthCheck))
 @given(source=programs(mutate=False))
 def test_kernels_without_unrolling_give_the_same_bits(source):
     try:
