@@ -18,6 +18,12 @@
    reads a column of a matrix, tests/test_regions.py), which LLVM's unroller writes out into a
    block of 37,000 instructions: optimised again without unrolling, against kept (once each:
    the kept one takes most of a minute).
+5. Short loops over rows (language/lower/regions.py, `BodyBuilder.listing`): lowering a list
+   of 4 mixture components, each a function of 10^5 rows, reduced along it: the short loop
+   written out as soon as its body would list the rows, against its body built element by
+   element first (once each: that takes half a minute).
+6. One output asked (graph/autodiff.py, `_asked`): deriving the Jacobian of a comprehension
+   stored beside a sum over it, from that output's nodes alone, against from the whole graph.
 
 The best of `--rounds` for each, seconds.
 """
@@ -35,6 +41,7 @@ import diffdsl
 from diffdsl.backends import cpu, llvm, llvm_gather, native
 from diffdsl.graph import autodiff
 from diffdsl.graph.reach import Reach
+from diffdsl.language.lower import regions
 
 HERE = Path(__file__).resolve().parent
 # tests/test_rows.py's "outputs kept by rows beside a derivative inside", written out: d t / d x
@@ -136,16 +143,53 @@ def unrolled_blocks() -> tuple[str, float, float]:
     return "a loop nest's gradient unrolled into one block: compile", redone, kept
 
 
+def short_loops() -> tuple[str, float, float]:
+    source = ("input X[100000, 3]\ninput alpha[4]\ninput mu[4, 3]\ninput q[4, 3]\n"
+              "def component(X, a, m, s) = a + sum(s) - 0.5 * sum((exp(s) * (X - m)) ** 2, "
+              "axis=1)\noutput s = sum(logsumexp([component(X, alpha[c], mu[c], q[c]) "
+              "for c in range(4)], axis=0))\n")
+
+    def lower():
+        diffdsl.compile(source, cache=False, backend="numpy")
+
+    now = best(lower, 1)
+    listing, regions.BodyBuilder.listing = regions.BodyBuilder.listing, lambda self, size: None
+    try:
+        before = best(lower, 1)
+    finally:
+        regions.BodyBuilder.listing = listing
+    return "4 components over 10^5 rows, in a list reduced along it: lower", now, before
+
+
+def one_output(rounds: int) -> tuple[str, float, float]:
+    body = " + ".join(f"sin(x[i] * {k + 1})" for k in range(90))
+    graph = diffdsl.compile(f"input x[100]\nr = [{body} for i in range(100)]\noutput o = r\n"
+                            "output s = sum(r * x)\n", cache=False).graph
+
+    def derive():
+        autodiff.jacobian(graph, "o", mode="forward")
+
+    now = best(derive, rounds)
+    asked, autodiff._asked = autodiff._asked, lambda g, of: g
+    try:
+        before = best(derive, rounds)
+    finally:
+        autodiff._asked = asked
+    return "jacobian of a comprehension stored beside a sum over it: derive", now, before
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rounds", type=int, default=3)
-    parser.add_argument("--quick", action="store_true", help="leave out the loop nest (a minute)")
+    parser.add_argument("--quick", action="store_true",
+                        help="leave out the loop nest and the short loops (a minute)")
     args = parser.parse_args()
     print(machine())
     print("| what | now | before | before / now |\n|---|---:|---:|---:|")
-    parts = [*sweeps(args.rounds), segments(args.rounds), gathered(args.rounds)]
+    parts = [*sweeps(args.rounds), segments(args.rounds), gathered(args.rounds),
+             one_output(args.rounds)]
     if not args.quick:
-        parts.append(unrolled_blocks())
+        parts += [unrolled_blocks(), short_loops()]
     for label, now, before in parts:
         print(f"| {label} | {now:.3f} s | {before:.3f} s | {before / now:.1f} |")
 

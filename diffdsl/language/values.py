@@ -3,8 +3,7 @@
 Static values follow Python: integer arithmetic stays integer, `/` gives a real, comparisons
 give booleans. Static reals are computed as the compiled program would compute them (IEEE:
 `1.0 / 0` is inf), so folding never changes a result. An operation with a dynamic operand
-becomes an IR node through the `Builder`.
-"""
+becomes an IR node through the `Builder`."""
 
 from __future__ import annotations
 
@@ -97,9 +96,8 @@ class Values:
         if size > self.limits.elements:
             raise limits.exceeded("elements", self.limits.elements,
                                   f"{what} would have {size:,} elements", span)
-        listing = getattr(self.b, "listing", None)  # a loop's body (lower/regions.py)
-        if listing is not None:
-            listing(size)
+        if (listing := getattr(self.b, "listing", None)) is not None:  # lower/regions.py
+            listing(size)  # in a loop's body: it may write the loop out instead
 
     def check_rank(self, rank: int, span, what: str) -> None:
         if rank > MAX_RANK:
