@@ -14,10 +14,11 @@
    before the loop (as a second-order derivative of `examples/loops/pendulums.dd` gathers its
    tangents): zeros copied from a table and values by a loop over their places, against each
    element stored alone.
-4. Unrolled blocks (backends/native.py): compiling the gradient of a loop nest (the inner loop
-   reads a column of a matrix, tests/test_regions.py), which LLVM's unroller writes out into a
-   block of 37,000 instructions: optimised again without unrolling, against kept (once each:
-   the kept one takes most of a minute).
+4. Strided copies in one nest (backends/llvm_blocks.py): compiling the gradient of a loop nest
+   whose inner loop reads a column of a matrix (tests/test_regions.py): its 140 copies of 66
+   values each, one per row of the matrix, as one nest of two loops, against 140 loops, which
+   LLVM's unroller wrote out into a block of 37,000 instructions, so that the kernel was
+   optimised again without unrolling (backends/native.py; kept, it took most of a minute).
 5. Short loops over rows (language/lower/regions.py, `BodyBuilder.listing`): lowering a list
    of 4 mixture components, each a function of 10^5 rows, reduced along it: the short loop
    written out as soon as its body would list the rows, against its body built element by
@@ -38,7 +39,7 @@ from pathlib import Path
 from common import machine
 
 import diffdsl
-from diffdsl.backends import cpu, llvm, llvm_gather, native
+from diffdsl.backends import cpu, llvm, llvm_gather, llvm_segment
 from diffdsl.graph import autodiff
 from diffdsl.graph.reach import Reach
 from diffdsl.language.lower import regions
@@ -134,13 +135,15 @@ def unrolled_blocks() -> tuple[str, float, float]:
     def compile_it():
         cpu.Kernel(graph, "float64", cache=False)
 
-    redone = best(compile_it, 1)
-    limit, native.UNROLLED_BLOCK = native.UNROLLED_BLOCK, 10**9
+    nested = best(compile_it, 1)
+    joined = llvm_segment.nests
+    llvm_segment.nests = lambda strided: [(*copy[:5], tuple(copy[5:]), (1, 0, 0))
+                                          for copy in strided]
     try:
-        kept = best(compile_it, 1)
+        redone = best(compile_it, 1)
     finally:
-        native.UNROLLED_BLOCK = limit
-    return "a loop nest's gradient unrolled into one block: compile", redone, kept
+        llvm_segment.nests = joined
+    return "a loop nest's gradient by a matrix read by columns: compile", nested, redone
 
 
 def short_loops() -> tuple[str, float, float]:

@@ -12,7 +12,7 @@ import numpy as np
 
 from ..graph.ir import Graph
 from ..graph.ops import OPS, POW_CONST_LL
-from .llvm_blocks import strided_loop
+from .llvm_blocks import nests, strided_loop
 from .llvm_loops import add_loop, loop
 from .llvm_powers import power_lines
 from .llvm_spread import spread_loop
@@ -130,9 +130,9 @@ def segment(graph: Graph, plan, start: int, stop: int, last: bool,
                 continue
             out.append(f"call void @llvm.memcpy.p0.p0.i64(ptr %cp{n}.to, ptr %cp{n}.from, "
                        f"i64 {count * size}, i1 false)")
-        for n, (k, e, r, start, count, *steps) in enumerate(plan.strided):
+        for n, (k, e, r, start, count, steps, runs) in enumerate(nests(plan.strided)):
             out += strided_loop(f"sc{n}", port(k), plan.areas[r]["buf"] + start, e, count,
-                                steps, t, block)
+                                steps, t, block, runs)
     # A region's locals are allocated once, in the entry block, where the optimiser's SROA
     # looks for them (llvm_loops.loop).
     allocas = [line for line in out if " = alloca " in line]
