@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from draws import examples
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -49,7 +50,7 @@ def test_a_static_product_stays_static():
     assert prog.evaluate({"x": 1.0})["y"] == pytest.approx(1.01 ** 100, rel=1e-13)
 
 
-@settings(max_examples=40, deadline=None, suppress_health_check=list(HealthCheck))
+@settings(max_examples=examples(20), deadline=None, suppress_health_check=list(HealthCheck))
 @given(zeros=st.lists(st.integers(0, 99), max_size=3), seed=st.integers(0, 2**16))
 def test_the_gradient_is_the_product_of_the_other_terms_where_terms_are_zero(zeros, seed):
     prog = build("input x[100]\noutput y = prod(x[i] for i in range(100))\n")

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from draws import examples
 from fuzzing import programs
 from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
@@ -33,7 +34,7 @@ def same(a: dict, b: dict) -> bool:
     return a.keys() == b.keys() and all(np.array_equal(a[k], b[k], equal_nan=True) for k in a)
 
 
-@settings(max_examples=60, deadline=None, suppress_health_check=list(HealthCheck))
+@settings(max_examples=examples(30), deadline=None, suppress_health_check=list(HealthCheck))
 @given(source=programs(mutate=False), seed=st.integers(0, 2**16), data=st.data())
 def test_generated_programs_give_the_same_bits_split(monkeypatch, source, seed, data):
     try:

@@ -10,6 +10,7 @@ from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 import pytest
+from draws import examples
 from fuzzing import programs
 from hypothesis import HealthCheck, given, settings
 from test_regions_fuzz import agree, build
@@ -169,7 +170,7 @@ def test_the_threshold_keeps_small_loops_on_one_thread():
     assert all(k.point_builtin() is not None for k in kernels(prog))
 
 
-@settings(max_examples=60, deadline=None, suppress_health_check=list(HealthCheck))
+@settings(max_examples=examples(30), deadline=None, suppress_health_check=list(HealthCheck))
 @given(source=programs(mutate=False))
 def test_fuzzed_programs_split_over_threads_agree(source):
     """The fuzzer's programs with every loop a region, split over three threads, against one

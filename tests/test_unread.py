@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from draws import examples
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -117,7 +118,7 @@ def nested(draw) -> str:
     return f"input x[{m}]\ninput w\noutput y = sum({body} for i in range({n}))\n"
 
 
-@settings(max_examples=40, deadline=None, suppress_health_check=list(HealthCheck))
+@settings(max_examples=examples(20), deadline=None, suppress_health_check=list(HealthCheck))
 @given(source=nested())
 def test_generated_nested_loops(source):
     """Generated nests, every loop a region (`unroll=1`): their gradients and Hessians
