@@ -75,7 +75,7 @@ def test_strided_copies_alike_but_where_they_start_are_one_nest(copies):
     value, each the last's plus the same amounts (a matrix's rows, each a column of a loop's
     values): the same writes in the same order, and no two neighbours it leaves apart could
     have been joined."""
-    strided = [(k, e, r, v, count, step, by, w) for k, e, r, v, count, step, by, w in copies]
+    strided = list(copies)
     joined = nests(strided)
     assert _copied(joined) == _copied([(k, e, r, v, n, (st_, by, w), (1, 0, 0))
                                        for k, e, r, v, n, st_, by, w in strided])

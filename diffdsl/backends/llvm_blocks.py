@@ -84,13 +84,13 @@ def strided_loop(name: str, to: str, first: int, e: int, count: int, steps: tupl
     (runs, de, dv)."""
     a, (step, by, width), (outer, de, dv) = name, steps, runs
     size = 4 if t == "float" else 8
-    out, q = [], ""
+    out = []
     if outer > 1:  # a loop over the runs around the loop over one run's copies
         out = [f"br label %{a}.o", f"{a}.o:",
                f"%{a}.q = phi i64 [ 0, %{block[0]} ], [ %{a}.qn, %{a}.done ]",
                f"%{a}.qv = mul i64 %{a}.q, {dv}", f"%{a}.qe = mul i64 %{a}.q, {de}",
                f"%{a}.f0 = add i64 %{a}.qv, {first}", f"%{a}.e0 = add i64 %{a}.qe, {e}"]
-        block[0], first, e, q = f"{a}.o", f"%{a}.f0", f"%{a}.e0", "q"
+        block[0], first, e = f"{a}.o", f"%{a}.f0", f"%{a}.e0"
     out += [f"br label %{a}", f"{a}:",
             f"%{a}.m = phi i64 [ 0, %{block[0]} ], [ %{a}.mn, %{a} ]",
             f"%{a}.fo = mul i64 %{a}.m, {by}", f"%{a}.fi = add i64 %{a}.fo, {first}",
@@ -102,7 +102,7 @@ def strided_loop(name: str, to: str, first: int, e: int, count: int, steps: tupl
             f"%{a}.more = icmp slt i64 %{a}.mn, {count}",
             f"br i1 %{a}.more, label %{a}, label %{a}.done", f"{a}.done:"]
     block[0] = f"{a}.done"
-    if q:
+    if outer > 1:
         out += [f"%{a}.qn = add i64 %{a}.q, 1", f"%{a}.qmore = icmp slt i64 %{a}.qn, {outer}",
                 f"br i1 %{a}.qmore, label %{a}.o, label %{a}.end", f"{a}.end:"]
         block[0] = f"{a}.end"

@@ -220,8 +220,8 @@ def hessian(graph: Graph, of: str | None = None, wrt=None) -> Graph:
     The reverse sweep builds the gradient as nodes; one forward sweep per input element over
     the extended graph then gives a column of the Hessian.
     """
-    # inputs element by element, seeded one at a time; the output asked alone
-    graph = explicit(_asked(graph, pick_output(graph, of)))
+    of = pick_output(graph, of)
+    graph = explicit(_asked(graph, of))  # inputs element by element: seeded one at a time
     of, wrt, b, grads, stop, active = _gradient_nodes(graph, of, wrt, "hessian")
     out = graph.outputs[of]
     one = b.const(1.0)
@@ -241,8 +241,8 @@ def hessian(graph: Graph, of: str | None = None, wrt=None) -> Graph:
 def hvp(graph: Graph, of: str | None = None, wrt=None) -> Graph:
     """Hessian times a vector, forward over reverse without forming the Hessian: extra inputs
     "@t:NAME" (the vector, by input), outputs "value" and "d:NAME" (H v for each input)."""
-    # inputs element by element, seeded one at a time; the output asked alone
-    graph = explicit(_asked(graph, pick_output(graph, of)))
+    of = pick_output(graph, of)
+    graph = explicit(_asked(graph, of))  # inputs element by element: seeded one at a time
     of, wrt, b, grads, stop, active = _gradient_nodes(graph, of, wrt, "hvp")
     inputs, seeds = _tangent_inputs(b, graph, wrt)
     t = forward(b, stop, active, seeds)
